@@ -1,0 +1,1 @@
+"""CaPtain robot backends: drivers under one interface."""

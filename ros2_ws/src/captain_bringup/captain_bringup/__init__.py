@@ -1,0 +1,1 @@
+"""CaPtain bringup: launch descriptions, parameters and the `captain` command."""

@@ -1,0 +1,1 @@
+"""ROS-free core of the bringup: node descriptions and parameter schemas."""

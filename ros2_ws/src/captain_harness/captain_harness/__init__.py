@@ -1,0 +1,1 @@
+"""CaPtain harness: the policy-facing robot API over any driver."""

@@ -1,0 +1,1 @@
+"""ROS-free core of the harness: results, budgets, motion, session, episode loop."""

@@ -1,0 +1,174 @@
+"""The policy boundary: dispatch robot calls by name, count budgets, never raise.
+
+Primitives are plain methods marked with ``@primitive``; they validate their own
+arguments (raising ``HarnessError`` subclasses) and return a ``CallOutcome``. The
+``RobotAPI`` binds the policy's positional and keyword arguments to the primitive's
+signature, enforces the physical-action budget, turns every exception into a result
+dict with a precise ``failure_category``, attaches the ``budget`` entry and records the
+call in a log that the host-side completion gate reads.
+
+The same ``RobotAPI`` is used in-process (headless rollouts), behind the ROS 2 action
+servers and services, and from the sandboxed session's ``robot`` client.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from captain_harness.core.budget import Budget
+from captain_harness.core.errors import HarnessError
+from captain_harness.core.results import (
+    CallOutcome,
+    FailureCategory,
+    fail,
+    format_receipt,
+)
+
+_PRIMITIVE_ATTR = "__captain_primitive__"
+
+#: Failure categories that mean the call never reached the robot: not counted as actions.
+_NOT_DISPATCHED = {FailureCategory.INVALID_ARGUMENT.value, FailureCategory.BUDGET_EXHAUSTED.value}
+
+
+@dataclass(frozen=True)
+class PrimitiveSpec:
+    """A registered primitive: its policy-facing name, the callable, and whether it is a
+    physical action (counted against the action budget)."""
+
+    name: str
+    fn: Callable[..., CallOutcome]
+    physical: bool
+    group: str
+
+    @property
+    def signature(self) -> inspect.Signature:
+        """The call signature the policy sees."""
+        return inspect.signature(self.fn)
+
+    @property
+    def doc(self) -> str:
+        """The primitive's docstring (used to generate TASK.md's API reference)."""
+        return inspect.getdoc(self.fn) or ""
+
+
+def primitive(name: str | None = None, *, physical: bool = False, group: str = "") -> Callable:
+    """Mark a method as a policy-facing primitive.
+
+    Args:
+        name: the name the policy calls (defaults to the method name).
+        physical: True for calls that move the robot (counted against the action budget).
+        group: "perception", "measurement", "motion", "planning" or "state" (for TASK.md).
+    """
+
+    def mark(fn: Callable) -> Callable:
+        setattr(fn, _PRIMITIVE_ATTR, {"name": name or fn.__name__, "physical": physical, "group": group})
+        return fn
+
+    return mark
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One dispatched call, as the host-side completion gate and the records see it."""
+
+    index: int
+    name: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    result: dict[str, Any]
+    receipt: str
+    physical: bool
+    counted_as_action: bool
+    started_at_s: float
+    duration_s: float
+
+
+@dataclass
+class RobotAPI:
+    """Dispatcher of policy calls. See the module docstring."""
+
+    budget: Budget = field(default_factory=Budget)
+    specs: dict[str, PrimitiveSpec] = field(default_factory=dict)
+    log: list[CallRecord] = field(default_factory=list)
+
+    # ------------------------------------------------------------- registration
+    def register(self, name: str, fn: Callable[..., CallOutcome], *, physical: bool = False,
+                 group: str = "") -> None:
+        """Register one callable under a policy-facing name."""
+        self.specs[name] = PrimitiveSpec(name=name, fn=fn, physical=physical, group=group)
+
+    def register_object(self, obj: object) -> list[str]:
+        """Register every ``@primitive`` method of ``obj``; returns their names."""
+        names = []
+        for attr in dir(type(obj)):
+            fn = getattr(type(obj), attr, None)
+            meta = getattr(fn, _PRIMITIVE_ATTR, None)
+            if meta is None:
+                continue
+            self.register(meta["name"], getattr(obj, attr), physical=meta["physical"], group=meta["group"])
+            names.append(meta["name"])
+        return names
+
+    def names(self) -> list[str]:
+        """Sorted names of the registered calls."""
+        return sorted(self.specs)
+
+    # ------------------------------------------------------------------ calling
+    def call(self, name: str, args: Iterable[Any] = (), kwargs: dict[str, Any] | None = None) -> CallOutcome:
+        """Run one robot call. Never raises; always returns a result dict and a receipt."""
+        args = tuple(args)
+        kwargs = dict(kwargs or {})
+        started = time.monotonic()
+        spec = self.specs.get(name)
+        counted = False
+        if spec is None:
+            outcome = self._failed(name, FailureCategory.INVALID_ARGUMENT,
+                                   f"robot has no call named {name!r}; available: {', '.join(self.names())}")
+        else:
+            outcome, counted = self._dispatch(spec, args, kwargs)
+        outcome.result["budget"] = self.budget.to_dict()
+        self.log.append(CallRecord(
+            index=len(self.log), name=name, args=args, kwargs=kwargs, result=outcome.result,
+            receipt=outcome.receipt, physical=bool(spec and spec.physical), counted_as_action=counted,
+            started_at_s=started, duration_s=time.monotonic() - started,
+        ))
+        return outcome
+
+    def _dispatch(self, spec: PrimitiveSpec, args: tuple, kwargs: dict) -> tuple[CallOutcome, bool]:
+        try:
+            bound = spec.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            params = ", ".join(str(p) for p in spec.signature.parameters.values())
+            return self._failed(spec.name, FailureCategory.INVALID_ARGUMENT,
+                                f"{spec.name}(): {exc}; signature is {spec.name}({params})"), False
+        if spec.physical and self.budget.physical_actions_left() <= 0:
+            return self._failed(spec.name, FailureCategory.BUDGET_EXHAUSTED,
+                                f"no physical actions left (limit {self.budget.limits.max_physical_actions});"
+                                " call finish() or stop"), False
+        try:
+            outcome = spec.fn(*bound.args, **bound.kwargs)
+            if not isinstance(outcome, CallOutcome):
+                raise TypeError(f"primitive {spec.name} returned {type(outcome).__name__}, not CallOutcome")
+        except HarnessError as exc:
+            outcome = self._failed(spec.name, exc.category, str(exc))
+        except Exception as exc:  # noqa: BLE001 - nothing may leak through the policy API
+            tb = traceback.format_exc(limit=6)
+            outcome = self._failed(spec.name, FailureCategory.INTERNAL_ERROR,
+                                   f"{spec.name} hit an internal error ({type(exc).__name__}: {exc});"
+                                   " the robot is holding; try again or use another call",
+                                   diagnostics={"traceback": tb})
+        counted = spec.physical and outcome.result.get("failure_category") not in _NOT_DISPATCHED
+        if counted:
+            self.budget.physical_actions_used += 1
+        return outcome, counted
+
+    @staticmethod
+    def _failed(name: str, category: FailureCategory, message: str,
+                diagnostics: dict[str, Any] | None = None) -> CallOutcome:
+        result = fail(category, message, diagnostics=diagnostics)
+        return CallOutcome(result, format_receipt(name, result))

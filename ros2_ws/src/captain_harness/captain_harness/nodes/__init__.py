@@ -1,0 +1,1 @@
+"""ROS 2 nodes of the harness (thin wrappers over the core)."""

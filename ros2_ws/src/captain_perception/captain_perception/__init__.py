@@ -1,0 +1,1 @@
+"""CaPtain perception: cameras to detections and metric geometry."""

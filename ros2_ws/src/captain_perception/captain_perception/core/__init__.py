@@ -1,0 +1,1 @@
+"""ROS-free core of perception and measurement."""

@@ -1,0 +1,1 @@
+"""ROS 2 nodes of perception (thin wrappers over the core)."""

@@ -1,0 +1,1 @@
+"""CaPtain training: policy client, SFT, RL with the simulator critic, evaluation."""
