@@ -1,0 +1,46 @@
+"""The `captain` command: one home for every subcommand, and the bench output convention."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from captain_bringup.cli import bench as bench_cli
+from captain_bringup.cli.main import SUBCOMMANDS, app
+
+EXPECTED = {"run", "rollout", "bench", "bringup", "datagen", "sft", "rl", "eval"}
+
+
+def test_help_lists_every_subcommand() -> None:
+    out = subprocess.run([sys.executable, "-m", "captain_bringup.cli.main", "--help"],
+                         capture_output=True, text=True, timeout=60, env={"COLUMNS": "200", "PATH": ""})
+    assert out.returncode == 0, out.stderr
+    listed = {line.split()[1] for line in out.stdout.splitlines() if line.startswith("│ ") and len(line.split()) > 1}
+    assert EXPECTED <= listed, f"missing: {EXPECTED - listed}"
+    assert {name for name, _, _ in SUBCOMMANDS} == EXPECTED
+
+
+def test_bench_lists_the_benchmarks() -> None:
+    result = CliRunner().invoke(app, ["bench", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    for name in ("backends", "motion", "perception", "ros", "sft", "rl"):
+        assert name in result.output
+
+
+def test_bench_output_ends_with_one_json_line() -> None:
+    text = bench_cli.render("demo", {"ik_median_us": 312.5, "episodes": 3}, 1.0)
+    lines = text.splitlines()
+    assert json.loads(lines[-1]) == {"ik_median_us": 312.5, "episodes": 3}
+    assert any(line.startswith("ik_median_us") and "312.5" in line for line in lines[:-1])
+
+
+def test_bench_options_parse_json_values() -> None:
+    assert bench_cli.parse_options(["episodes=3", "suite=libero_spatial", "fast=true"]) == {
+        "episodes": 3, "suite": "libero_spatial", "fast": True}
+    with pytest.raises(typer.BadParameter, match="key=value"):
+        bench_cli.parse_options(["episodes"])
