@@ -16,6 +16,8 @@ command -v "$PY" >/dev/null 2>&1 || PY=python3
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
+# pip under this machine's config warns about every local index folder that lacks a package.
+quiet_pip() { { "$VENV/bin/python" -m pip "$@" 2>&1; } | { grep -v -e "is ignored: it is neither a file" || true; }; }
 
 # ------------------------------------------------------------------ 1. Debian packages
 DEB_PACKAGES=(cmake g++ make git libegl1 libgl1 libgl1-mesa-dri libglib2.0-0 libusb-1.0-0 bubblewrap)
@@ -36,7 +38,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     || { echo "Python 3.11 is required (set CAPTAIN_PYTHON=/path/to/python3.11)" >&2; exit 1; }
   say "creating venv at .venv"
   "$PY" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install -q --upgrade pip
+  quiet_pip install -q --upgrade pip
 fi
 mkdir -p "$STAMPS"
 
@@ -44,7 +46,7 @@ mkdir -p "$STAMPS"
 deps_hash=$(hash_of "$ROOT/requirements/base.in" "$ROOT/requirements/constraints.txt")
 if [ "$(cat "$STAMPS/deps" 2>/dev/null)" != "$deps_hash" ]; then
   say "installing pinned Python dependencies (first run: several minutes, ~3 GB)"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+  quiet_pip install -q --disable-pip-version-check \
     -c "$ROOT/requirements/constraints.txt" -r "$ROOT/requirements/base.in"
   "$VENV/bin/python" "$ROOT/scripts/fix_ros_cmake.py" "$VENV"
   echo "$deps_hash" > "$STAMPS/deps"
@@ -56,7 +58,7 @@ pkgs_hash=$(cd "$ROOT" && hash_of $(for d in "${PKG_DIRS[@]}"; do ls "$d"/setup.
 if [ "$(cat "$STAMPS/pkgs" 2>/dev/null)" != "$pkgs_hash" ]; then
   say "installing the CaPtain packages in editable mode"
   args=(); for d in "${PKG_DIRS[@]}"; do args+=(-e "$ROOT/$d"); done
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation "${args[@]}"
+  quiet_pip install -q --disable-pip-version-check --no-deps --no-build-isolation "${args[@]}"
   echo "$pkgs_hash" > "$STAMPS/pkgs"
 fi
 
@@ -66,6 +68,7 @@ iface_hash=$(cd "$IFACE" && hash_of package.xml CMakeLists.txt $(ls msg/* srv/* 
 if [ "$(cat "$STAMPS/colcon" 2>/dev/null)" != "$iface_hash" ] \
    || [ ! -f "$ROOT/ros2_ws/install/captain_interfaces/share/captain_interfaces/package.xml" ]; then
   say "colcon build of ros2_ws (interfaces: ~1-2 min)"
+  mkdir -p "$ROOT/ros2_ws/log"
   (
     cd "$ROOT/ros2_ws"
     export PATH="$VENV/bin:$PATH" AMENT_PREFIX_PATH="$VENV" CMAKE_PREFIX_PATH="$VENV"
