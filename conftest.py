@@ -1,4 +1,4 @@
-"""Shared fixtures of the cross-package tests."""
+"""Fixtures shared by every test tier (rootdir conftest: applies to all test folders)."""
 
 from __future__ import annotations
 

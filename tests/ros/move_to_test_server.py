@@ -36,7 +36,7 @@ class Server(Node):
         ok = len(goal.position_m) == 3 and all(np.isfinite(goal.position_m))
         return GoalResponse.ACCEPT if ok else GoalResponse.REJECT
 
-    def _execute(self, handle):  # noqa: ANN001 - rclpy goal handle
+    def _execute(self, handle):
         with self._lock:
             target = np.asarray(handle.request.position_m, dtype=float)
             start = self._position.copy()

@@ -14,13 +14,38 @@ from captain_backends.core.driver import (
     SimulatedDriver,
     TaskInfo,
 )
-from captain_backends.core.errors import BackendError, DriverFault, DriverStateError, UnknownDriverError
+from captain_backends.core.errors import (
+    BackendError,
+    CommandError,
+    DriverFault,
+    DriverStateError,
+    UnknownDriverError,
+)
 from captain_backends.core.registry import available_drivers, driver_class, make_driver
 from captain_backends.core.snapshot import GoalPredicate, ObjectPose, SimSnapshot
 
 __all__ = [
-    "HEAD_CAMERA", "WRIST_CAMERA", "AdvanceReport", "CameraFrame", "ForceGuard", "JointCommand",
-    "LifecycleState", "RobotDescription", "RobotDriver", "RobotState", "SimulatedDriver", "TaskInfo",
-    "BackendError", "DriverFault", "DriverStateError", "UnknownDriverError",
-    "available_drivers", "driver_class", "make_driver", "GoalPredicate", "ObjectPose", "SimSnapshot",
+    "HEAD_CAMERA",
+    "WRIST_CAMERA",
+    "AdvanceReport",
+    "BackendError",
+    "CameraFrame",
+    "CommandError",
+    "DriverFault",
+    "DriverStateError",
+    "ForceGuard",
+    "GoalPredicate",
+    "JointCommand",
+    "LifecycleState",
+    "ObjectPose",
+    "RobotDescription",
+    "RobotDriver",
+    "RobotState",
+    "SimSnapshot",
+    "SimulatedDriver",
+    "TaskInfo",
+    "UnknownDriverError",
+    "available_drivers",
+    "driver_class",
+    "make_driver",
 ]

@@ -138,8 +138,8 @@ class ForceGuard:
     Attributes:
         max_contact_force_n: stop (hold position) as soon as ``contact_force_n``
             exceeds this value at any physics substep / state update.
-        ignore_finger_contacts: count only contacts of the arm and palm, not of the
-            finger pads (used while carrying a grasped object).
+        ignore_finger_contacts: skip the finger pads' contacts with movable objects (a
+            grasped load); the fingers touching fixtures such as the table still count.
     """
 
     max_contact_force_n: float
@@ -153,7 +153,8 @@ class AdvanceReport:
     Attributes:
         duration_s: how much driver time passed.
         substeps: physics substeps (sims) or state updates (real) checked.
-        peak_contact_force_n: the largest contact force seen during the period, N.
+        peak_contact_force_n: the largest contact force seen during the period, N, as the
+            guard counts it (see ``ForceGuard.ignore_finger_contacts``).
         guard_tripped: True when a ForceGuard fired; the driver then commands a hold
             at the current joint positions before returning.
         guard_tripped_at_s: driver time of the substep at which it fired.
@@ -323,7 +324,8 @@ class RobotDriver(abc.ABC):
 
     @abc.abstractmethod
     def advance(self, guard: ForceGuard | None = None) -> AdvanceReport:
-        """Let one control period pass while the last command is tracked."""
+        """Let one control period pass while the last command is tracked. Allowed while
+        INACTIVE too: the arm then holds its position."""
 
     def hold(self) -> JointCommand:
         """Command the current joint positions (keep the jaw target)."""

@@ -17,3 +17,7 @@ class UnknownDriverError(BackendError):
 
 class DriverFault(BackendError):
     """The driver stopped commanding because of a safety condition."""
+
+
+class CommandError(BackendError):
+    """A malformed command (wrong shape, NaN) was given to a driver."""

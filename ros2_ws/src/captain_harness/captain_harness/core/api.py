@@ -156,7 +156,7 @@ class RobotAPI:
                 raise TypeError(f"primitive {spec.name} returned {type(outcome).__name__}, not CallOutcome")
         except HarnessError as exc:
             outcome = self._failed(spec.name, exc.category, str(exc))
-        except Exception as exc:  # noqa: BLE001 - nothing may leak through the policy API
+        except Exception as exc:
             tb = traceback.format_exc(limit=6)
             outcome = self._failed(spec.name, FailureCategory.INTERNAL_ERROR,
                                    f"{spec.name} hit an internal error ({type(exc).__name__}: {exc});"

@@ -24,7 +24,7 @@ RESULT_KEYS = ("success", "executed", "failure_category", "message", "value", "d
 MAX_RECEIPT_CHARS = 300
 
 
-class FailureCategory(str, enum.Enum):
+class FailureCategory(enum.StrEnum):
     """Why a call failed. The value is what the policy sees in ``failure_category``."""
 
     INVALID_ARGUMENT = "invalid_argument"      # wrong type, NaN/inf, bad shape, unknown keyword value

@@ -1,0 +1,103 @@
+"""The one description of which nodes run in each bringup, read by both the launch files
+(``launch/*.launch.py``, for ``ros2 launch`` on full ROS 2 installs) and the in-process
+runner (``captain bringup``, where ``ros2 launch`` is not installed).
+
+Parameters come from ``config/captain.yaml`` (per node name, shared by every stack) and a
+small overlay per stack (``config/<stack>.yaml``); later files win. ROS-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from captain_backends.core.errors import BackendError
+
+
+def default_config_dir() -> Path:
+    """``config/`` of the source tree (editable installs) or of the installed share dir."""
+    source = Path(__file__).resolve().parents[2] / "config"
+    if (source / "captain.yaml").exists():
+        return source
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        return Path(get_package_share_directory("captain_bringup")) / "config"
+    except (ImportError, LookupError) as exc:
+        raise StackError(f"cannot find captain_bringup's config directory: {exc}") from exc
+
+
+
+class StackError(BackendError):
+    """An unknown stack or a malformed parameter file."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node of a bringup.
+
+    Attributes:
+        name: node name; also its key in the parameter YAML files.
+        package: the ament package that installs its executable.
+        executable: the executable name for ``launch_ros.actions.Node``.
+        factory: ``"module:callable"`` returning the rclpy Node for the in-process runner;
+            called as ``factory(node_name=..., parameter_overrides=[...])``.
+    """
+
+    name: str
+    package: str
+    executable: str
+    factory: str
+
+
+HARNESS = NodeSpec("harness", "captain_harness", "harness_node",
+                   "captain_harness.nodes.harness_node:HarnessNode")
+PERCEPTION = NodeSpec("perception", "captain_perception", "perception_node",
+                      "captain_perception.nodes.perception_node:PerceptionNode")
+EPISODE_RUNNER = NodeSpec("episode_runner", "captain_harness", "episode_runner_node",
+                          "captain_harness.nodes.episode_runner_node:EpisodeRunnerNode")
+XR1_TWIN = NodeSpec("xr1_twin", "captain_backends", "xr1_twin",
+                    "captain_backends.nodes.xr1_twin:Xr1TwinNode")
+
+#: Which nodes each bringup runs, in start order.
+STACKS: dict[str, tuple[NodeSpec, ...]] = {
+    "sim": (HARNESS, PERCEPTION, EPISODE_RUNNER),
+    "xr1_twin": (XR1_TWIN, HARNESS, PERCEPTION, EPISODE_RUNNER),
+    "xr1_real": (HARNESS, PERCEPTION, EPISODE_RUNNER),
+}
+
+
+def stack_nodes(stack: str) -> tuple[NodeSpec, ...]:
+    """The nodes of a stack; an unknown name lists the valid ones."""
+    if stack not in STACKS:
+        raise StackError(f"unknown stack {stack!r}; choose one of: {', '.join(STACKS)}")
+    return STACKS[stack]
+
+
+def param_files(stack: str, config_dir: Path | None = None) -> list[Path]:
+    """The parameter files of a stack, base first, overlay last."""
+    stack_nodes(stack)
+    config_dir = config_dir or default_config_dir()
+    return [config_dir / "captain.yaml", config_dir / f"{stack}.yaml"]
+
+
+def load_params(stack: str, config_dir: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Merged ``ros__parameters`` per node name, as ``ros2 launch`` would apply them."""
+    merged: dict[str, dict[str, Any]] = {}
+    for path in param_files(stack, config_dir):
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise StackError(f"cannot read parameter file {path}: {exc}") from exc
+        for node, body in data.items():
+            if not isinstance(body, dict) or "ros__parameters" not in body:
+                raise StackError(f"{path}: entry {node!r} must contain 'ros__parameters'")
+            merged.setdefault(node, {}).update(body["ros__parameters"] or {})
+    known = {n.name for n in stack_nodes(stack)}
+    stray = sorted(set(merged) - known - {n.name for s in STACKS.values() for n in s})
+    if stray:
+        raise StackError(f"parameters for unknown node(s) {', '.join(stray)}; nodes are: {', '.join(sorted(known))}")
+    return {name: merged.get(name, {}) for name in known}

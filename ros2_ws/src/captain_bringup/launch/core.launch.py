@@ -1,0 +1,38 @@
+"""Core bringup of the CaPtain stack (standard launch_ros API).
+
+Which nodes run comes from ``captain_bringup.core.stack`` — the same description the
+in-process runner (``captain bringup``) uses — and every node gets the shared parameter
+file ``config/captain.yaml`` plus the stack's overlay ``config/<stack>.yaml``.
+
+    ros2 launch captain_bringup core.launch.py stack:=sim namespace:=robot1
+"""
+
+from __future__ import annotations
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+from captain_bringup.core.stack import STACKS, param_files, stack_nodes
+
+
+def _nodes(context, *args, **kwargs):
+    stack = LaunchConfiguration("stack").perform(context)
+    namespace = LaunchConfiguration("namespace").perform(context)
+    files = [str(p) for p in param_files(stack)]
+    return [
+        Node(package=spec.package, executable=spec.executable, name=spec.name, namespace=namespace,
+             parameters=files, output="screen", emulate_tty=True)
+        for spec in stack_nodes(stack)
+    ]
+
+
+def generate_launch_description() -> LaunchDescription:
+    """Launch arguments: ``stack`` (sim | xr1_twin | xr1_real) and ``namespace``."""
+    return LaunchDescription([
+        DeclareLaunchArgument("stack", default_value="sim", choices=list(STACKS),
+                              description="which bringup: " + ", ".join(STACKS)),
+        DeclareLaunchArgument("namespace", default_value="", description="namespace for every node"),
+        OpaqueFunction(function=_nodes),
+    ])

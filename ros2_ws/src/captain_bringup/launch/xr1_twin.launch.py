@@ -1,0 +1,20 @@
+"""Bring up the CaPtain stack 'xr1_twin': the core launch file with stack:=xr1_twin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch.substitutions import LaunchConfiguration
+
+
+def generate_launch_description() -> LaunchDescription:
+    """Includes core.launch.py with the 'xr1_twin' node set and parameter overlay."""
+    core = str(Path(__file__).with_name("core.launch.py"))
+    return LaunchDescription([
+        DeclareLaunchArgument("namespace", default_value=""),
+        IncludeLaunchDescription(PythonLaunchDescriptionSource(core), launch_arguments={
+            "stack": "xr1_twin", "namespace": LaunchConfiguration("namespace")}.items()),
+    ])
