@@ -21,7 +21,7 @@ setup(
     zip_safe=False,
     maintainer="CaPtain maintainers",
     maintainer_email="maintainers@captain-stack.org",
-    description="Launch files, parameters and the `captain` command: brings the harness up on the simulator, the XR1 twin or the real XR1.",
+    description="Launch files, parameters and the `captain` command (sim, XR1 twin or real XR1).",
     license="Apache-2.0",
     python_requires=">=3.11",
     entry_points={
