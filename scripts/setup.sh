@@ -58,7 +58,9 @@ pkgs_hash=$(cd "$ROOT" && hash_of $(for d in "${PKG_DIRS[@]}"; do ls "$d"/setup.
 if [ "$(cat "$STAMPS/pkgs" 2>/dev/null)" != "$pkgs_hash" ]; then
   say "installing the CaPtain packages in editable mode"
   args=(); for d in "${PKG_DIRS[@]}"; do args+=(-e "$ROOT/$d"); done
-  quiet_pip install -q --disable-pip-version-check --no-deps --no-build-isolation "${args[@]}"
+  log="$STAMPS/editable-install.log"
+  quiet_pip install -q --disable-pip-version-check --no-deps --no-build-isolation "${args[@]}" > "$log" \
+    || { cat "$log" >&2; exit 1; }
   echo "$pkgs_hash" > "$STAMPS/pkgs"
 fi
 

@@ -13,8 +13,8 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
-        *([(f"share/{PACKAGE}/launch", glob("launch/*.py")),
-           (f"share/{PACKAGE}/config", glob("config/*.yaml"))] if PACKAGE == "captain_bringup" else []),
+        (f"share/{PACKAGE}/launch", glob("launch/*.py")),
+        (f"share/{PACKAGE}/config", glob("config/*.yaml")),
     ],
     package_data={"": ["*.xml", "*.srdf", "*.urdf", "*.yaml", "*.md", "*.jinja", "*.json"]},
     install_requires=["setuptools"],

@@ -1,7 +1,5 @@
 """ament_python package captain_harness (also installable with pip -e)."""
 
-from glob import glob
-
 from setuptools import find_packages, setup
 
 PACKAGE = "captain_harness"
@@ -13,15 +11,17 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
-        *([(f"share/{PACKAGE}/launch", glob("launch/*.py")),
-           (f"share/{PACKAGE}/config", glob("config/*.yaml"))] if PACKAGE == "captain_bringup" else []),
     ],
     package_data={"": ["*.xml", "*.srdf", "*.urdf", "*.yaml", "*.md", "*.jinja", "*.json"]},
     install_requires=["setuptools"],
     zip_safe=False,
     maintainer="CaPtain maintainers",
     maintainer_email="maintainers@captain-stack.org",
-    description="The CaPtain harness: the policy-facing robot API (22 primitives plus finish) with guarded Cartesian motion, the sandboxed session and the episode loop; ROS 2 action servers over it.",
+    description=(
+        "The CaPtain harness: the policy-facing robot API (22 primitives plus finish) with guarded "
+        "Cartesian motion, the sandboxed session and the episode loop; ROS 2 action servers over "
+        "it."
+    ),
     license="Apache-2.0",
     python_requires=">=3.11",
     entry_points={

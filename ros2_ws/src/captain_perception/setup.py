@@ -1,7 +1,5 @@
 """ament_python package captain_perception (also installable with pip -e)."""
 
-from glob import glob
-
 from setuptools import find_packages, setup
 
 PACKAGE = "captain_perception"
@@ -13,15 +11,16 @@ setup(
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
-        *([(f"share/{PACKAGE}/launch", glob("launch/*.py")),
-           (f"share/{PACKAGE}/config", glob("config/*.yaml"))] if PACKAGE == "captain_bringup" else []),
     ],
     package_data={"": ["*.xml", "*.srdf", "*.urdf", "*.yaml", "*.md", "*.jinja", "*.json"]},
     install_requires=["setuptools"],
     zip_safe=False,
     maintainer="CaPtain maintainers",
     maintainer_email="maintainers@captain-stack.org",
-    description="Cameras to detections and metric geometry: back-projection, point clouds, segmenters, pointing, tracking; a ROS 2 perception node.",
+    description=(
+        "Cameras to detections and metric geometry: back-projection, point clouds, segmenters, "
+        "pointing, tracking; a ROS 2 perception node."
+    ),
     license="Apache-2.0",
     python_requires=">=3.11",
     entry_points={

@@ -1,0 +1,215 @@
+"""The robot side of the XR1 topics, shared by the fake hardware and the twin.
+
+What a ros2_control bringup plus camera drivers provide, topic for topic:
+
+* subscribes the forward position controller's ``Float64MultiArray`` commands, the
+  joint trajectory controller's ``JointTrajectory`` and the gripper controller's
+  ``Float64MultiArray`` (a command of the wrong length is ignored with a warning, as
+  forward_command_controller does);
+* publishes ``JointState`` (arm and gripper joints), ``WrenchStamped``, and per camera
+  colour ``Image`` (rgb8), registered depth ``Image`` (16UC1 mm or 32FC1 m) and
+  ``CameraInfo``.
+
+Parameters common to both nodes (dynamic, settable through the standard parameter
+services, e.g. ``rclpy.parameter_client.AsyncParameterClient``):
+
+* ``publish_joint_states`` (bool, default true): false stops the joint_states stream
+  (to exercise the driver's stale-state fault);
+* ``injected_force_n`` (double[3], N, default [0, 0, 0]): added to the published force
+  (to exercise the emergency limit).
+
+``run_robot_node`` hosts such a node: it spins the executor in a thread, runs the
+node's periodic step on the wall clock in the main thread, prints ``READY`` once the
+topics exist, and exits cleanly on SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from rclpy.node import Node
+
+from captain_backends.core.xr1.config import XR1Config, load_config
+from captain_backends.core.xr1.images import encode_depth, encode_rgb
+from captain_backends.nodes import xr1_messages as xm
+
+
+def declare_config(node: Node) -> XR1Config:
+    """Declare ``config_path`` (default: the packaged xr1.yaml) and load it."""
+    path = node.declare_parameter("config_path", "").value
+    return load_config(path or None)
+
+
+class XR1RobotIO:
+    """Publishers, subscriptions and fault-injection parameters of the robot side.
+
+    Args:
+        node: the hosting node (its namespace applies to every topic).
+        config: the XR1 configuration both ends share.
+        depth_encoding: ``"16UC1"`` (mm) or ``"32FC1"`` (m).
+    """
+
+    def __init__(self, node: Node, config: XR1Config, depth_encoding: str = "32FC1") -> None:
+        from geometry_msgs.msg import WrenchStamped
+        from sensor_msgs.msg import CameraInfo, Image, JointState
+        from std_msgs.msg import Float64MultiArray
+        from trajectory_msgs.msg import JointTrajectory
+
+        self.node = node
+        self.config = config
+        self.depth_encoding = depth_encoding
+        self._lock = threading.Lock()
+        self._arm_target: np.ndarray | None = None
+        self._gripper_target: np.ndarray | None = None
+        self.arm_commands_received = 0
+        self.arm_names = tuple(config.arm.joint_names)
+        self.gripper_names = tuple(config.gripper.joint_names) if config.gripper is not None else ()
+        node.declare_parameter("publish_joint_states", True)
+        node.declare_parameter("injected_force_n", [0.0, 0.0, 0.0])
+
+        node.create_subscription(Float64MultiArray, config.command.forward_position_topic, self._on_positions,
+                                 xm.RELIABLE_QOS)
+        node.create_subscription(JointTrajectory, config.command.joint_trajectory_topic, self._on_trajectory,
+                                 xm.RELIABLE_QOS)
+        if config.gripper is not None:
+            node.create_subscription(Float64MultiArray, config.gripper.command_topic, self._on_gripper,
+                                     xm.RELIABLE_QOS)
+        self._joint_pub = node.create_publisher(JointState, config.joint_states_topic, xm.RELIABLE_QOS)
+        self._wrench_pub = (node.create_publisher(WrenchStamped, config.wrench.topic, xm.RELIABLE_QOS)
+                            if config.wrench.topic else None)
+        self._camera_pubs = {
+            c.name: (node.create_publisher(Image, c.image_topic, xm.IMAGE_QOS),
+                     node.create_publisher(Image, c.depth_topic, xm.IMAGE_QOS),
+                     node.create_publisher(CameraInfo, c.camera_info_topic, xm.RELIABLE_QOS))
+            for c in config.cameras}
+
+    # ------------------------------------------------------------------ commands
+    def _on_positions(self, msg) -> None:
+        if len(msg.data) != len(self.arm_names):
+            self.node.get_logger().warning(
+                f"ignored a command of {len(msg.data)} values; expected {len(self.arm_names)} "
+                f"({', '.join(self.arm_names)})", throttle_duration_sec=1.0)
+            return
+        with self._lock:
+            self._arm_target = np.asarray(msg.data, dtype=float)
+            self.arm_commands_received += 1
+
+    def _on_trajectory(self, msg) -> None:
+        target = xm.trajectory_target(msg, self.arm_names)
+        if target is None:
+            self.node.get_logger().warning("ignored a trajectory without points or missing arm joints",
+                                           throttle_duration_sec=1.0)
+            return
+        with self._lock:
+            self._arm_target = target
+            self.arm_commands_received += 1
+
+    def _on_gripper(self, msg) -> None:
+        if len(msg.data) != len(self.gripper_names):
+            self.node.get_logger().warning(
+                f"ignored a gripper command of {len(msg.data)} values; expected {len(self.gripper_names)}",
+                throttle_duration_sec=1.0)
+            return
+        with self._lock:
+            self._gripper_target = np.asarray(msg.data, dtype=float)
+
+    def arm_target(self) -> np.ndarray | None:
+        """The latest arm command (configured joint order), None before the first."""
+        with self._lock:
+            return None if self._arm_target is None else self._arm_target.copy()
+
+    def gripper_target(self) -> np.ndarray | None:
+        """The latest gripper command (configured joint order), None before the first."""
+        with self._lock:
+            return None if self._gripper_target is None else self._gripper_target.copy()
+
+    # ---------------------------------------------------------------- readings
+    def _stamp(self):
+        return self.node.get_clock().now().to_msg()
+
+    def publish_joint_states(self, names: Sequence[str], positions: Sequence[float],
+                             velocities: Sequence[float]) -> bool:
+        """Publish a JointState unless ``publish_joint_states`` is false; True if sent."""
+        if not self.node.get_parameter("publish_joint_states").value:
+            return False
+        self._joint_pub.publish(xm.joint_state_msg(names, positions, velocities, self._stamp()))
+        return True
+
+    def publish_wrench(self, force_n: Sequence[float], torque_nm: Sequence[float], frame_id: str) -> None:
+        """Publish a WrenchStamped with ``injected_force_n`` added to the force."""
+        if self._wrench_pub is None:
+            return
+        injected = self.node.get_parameter("injected_force_n").get_parameter_value().double_array_value
+        force = np.asarray(force_n, dtype=float) + (np.asarray(injected, dtype=float) if len(injected) == 3 else 0.0)
+        self._wrench_pub.publish(xm.wrench_msg(force, torque_nm, frame_id, self._stamp()))
+
+    def publish_camera(self, name: str, rgb: np.ndarray, depth_m: np.ndarray, K: np.ndarray) -> None:
+        """Publish colour, registered depth and camera_info of one camera."""
+        image_pub, depth_pub, info_pub = self._camera_pubs[name]
+        stamp = self._stamp()
+        frame = f"{name}_optical_frame"
+        h, w = rgb.shape[:2]
+        info_pub.publish(xm.camera_info_msg(K, w, h, frame, stamp))
+        depth_pub.publish(xm.image_msg(encode_depth(depth_m, self.depth_encoding), frame, stamp))
+        image_pub.publish(xm.image_msg(encode_rgb(rgb), frame, stamp))
+
+
+def run_periodic(period_s: float, step: Callable[[int], None], stop: threading.Event,
+                 max_catch_up: int = 5) -> None:
+    """Call ``step(n)`` once per ``period_s`` of wall clock until ``stop`` is set; ``n``
+    is the number of periods that elapsed (more than 1 after an overrun, at most
+    ``max_catch_up``; beyond that the schedule is re-phased and time is dropped)."""
+    next_tick = time.monotonic() + period_s
+    while not stop.is_set():
+        delay = next_tick - time.monotonic()
+        if delay > 0 and stop.wait(delay):
+            break
+        now = time.monotonic()
+        n = 1 + int((now - next_tick) // period_s)
+        if n > max_catch_up:
+            next_tick = now + period_s
+            n = max_catch_up
+        else:
+            next_tick += n * period_s
+        step(n)
+
+
+def run_robot_node(make_node: Callable[[], Node], args: list[str] | None = None) -> int:
+    """Host a robot-side node: ``make_node`` builds it (its ``period_s`` attribute and
+    ``step(n)`` method are run on the wall clock), prints READY, returns on a signal."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
+
+    rclpy.init(args=sys.argv if args is None else args, signal_handler_options=SignalHandlerOptions.NO)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    node = make_node()
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+
+    def spin() -> None:
+        with contextlib.suppress(ExternalShutdownException):
+            executor.spin()
+
+    thread = threading.Thread(target=spin, name="executor", daemon=True)
+    thread.start()
+    print("READY", flush=True)
+    try:
+        run_periodic(node.period_s, node.step, stop)
+    finally:
+        close = getattr(node, "close", None)
+        if close is not None:
+            close()
+        executor.shutdown(timeout_sec=2.0)
+        thread.join(timeout=5.0)
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0

@@ -1,0 +1,142 @@
+"""The XR1 driver's ROS 2 transport: its own rclpy context, node and executor thread.
+
+Because the context is private (and installs no signal handlers), the driver works in
+any process: next to other rclpy code, inside the harness, in a test. Readings are
+pushed from subscription callbacks into the driver's ``StateBuffer``; commands are
+published from the caller's thread. All topic names are relative to the node's
+namespace (``namespace`` in the configuration). The domain is ``ROS_DOMAIN_ID``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from functools import partial
+
+import numpy as np
+
+from captain_backends.core.xr1.config import XR1Config
+from captain_backends.core.xr1.state_buffer import StateBuffer
+from captain_backends.nodes import xr1_messages as xm
+
+
+class RosXR1Transport:
+    """Implements ``core.xr1.transport.XR1Transport`` over rclpy.
+
+    Args:
+        config: the validated XR1 configuration.
+    """
+
+    def __init__(self, config: XR1Config) -> None:
+        self.config = config
+        self._context = None
+        self._node = None
+        self._executor = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def start(self, buffer: StateBuffer) -> None:
+        """Create the context, node, subscriptions and publishers; spin in a thread."""
+        import rclpy
+        from geometry_msgs.msg import WrenchStamped
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.signals import SignalHandlerOptions
+        from sensor_msgs.msg import CameraInfo, Image, JointState
+        from std_msgs.msg import Float64MultiArray
+        from trajectory_msgs.msg import JointTrajectory
+
+        cfg = self.config
+        context = Context()
+        rclpy.init(args=[], context=context, signal_handler_options=SignalHandlerOptions.NO)
+        self._context = context
+        node = rclpy.create_node(cfg.node_name, namespace=cfg.namespace or "", context=context)
+        self._node = node
+        self._buffer = buffer
+
+        node.create_subscription(JointState, cfg.joint_states_topic, self._on_joint_state, xm.READING_QOS)
+        if cfg.wrench.topic:
+            node.create_subscription(WrenchStamped, cfg.wrench.topic, self._on_wrench, xm.READING_QOS)
+        for cam in cfg.cameras:
+            node.create_subscription(Image, cam.image_topic, partial(self._on_image, cam.name, "rgb"), xm.IMAGE_QOS)
+            node.create_subscription(Image, cam.depth_topic, partial(self._on_image, cam.name, "depth"),
+                                     xm.IMAGE_QOS)
+            node.create_subscription(CameraInfo, cam.camera_info_topic, partial(self._on_info, cam.name),
+                                     xm.READING_QOS)
+        if cfg.command.interface == "forward_position":
+            self._arm_pub = node.create_publisher(Float64MultiArray, cfg.command.forward_position_topic,
+                                                  xm.RELIABLE_QOS)
+        else:
+            self._arm_pub = node.create_publisher(JointTrajectory, cfg.command.joint_trajectory_topic,
+                                                  xm.RELIABLE_QOS)
+        self._gripper_pub = (node.create_publisher(Float64MultiArray, cfg.gripper.command_topic, xm.RELIABLE_QOS)
+                             if cfg.gripper is not None else None)
+
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        self._executor = executor
+        self._thread = threading.Thread(target=self._spin, name=f"{cfg.node_name}_executor", daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        from rclpy.executors import ExternalShutdownException
+
+        with contextlib.suppress(ExternalShutdownException):
+            self._executor.spin()
+
+    # ----------------------------------------------------------------- callbacks
+    def _on_joint_state(self, msg) -> None:
+        self._buffer.push_joint_state(msg.name, msg.position, msg.velocity)
+
+    def _on_wrench(self, msg) -> None:
+        f, t = msg.wrench.force, msg.wrench.torque
+        self._buffer.push_wrench((f.x, f.y, f.z), (t.x, t.y, t.z), msg.header.frame_id)
+
+    def _on_image(self, camera: str, kind: str, msg) -> None:
+        self._buffer.push_image(camera, kind, xm.raw_image(msg))
+
+    def _on_info(self, camera: str, msg) -> None:
+        self._buffer.push_camera_info(camera, msg.k, msg.width, msg.height)
+
+    # ------------------------------------------------------------------ commands
+    def publish_arm(self, positions_rad: np.ndarray, time_from_start_s: float) -> None:
+        """Publish arm targets as Float64MultiArray or a one-point JointTrajectory."""
+        cfg = self.config
+        if cfg.command.interface == "forward_position":
+            msg = xm.positions_msg(positions_rad)
+        else:
+            msg = xm.trajectory_msg(cfg.arm.joint_names, positions_rad, time_from_start_s)
+        with self._lock:
+            if self._node is not None:
+                self._arm_pub.publish(msg)
+
+    def publish_gripper(self, positions: np.ndarray) -> None:
+        """Publish gripper joint targets (Float64MultiArray)."""
+        with self._lock:
+            if self._node is not None and self._gripper_pub is not None:
+                self._gripper_pub.publish(xm.positions_msg(positions))
+
+    def command_subscriber_count(self) -> int:
+        """Subscriptions matched by the arm command publisher."""
+        with self._lock:
+            return self._arm_pub.get_subscription_count() if self._node is not None else 0
+
+    def where(self) -> str:
+        """The node's namespace and the domain, for error messages."""
+        ns = self._node.get_namespace() if self._node is not None else (self.config.namespace or "/")
+        return f"namespace {ns!r}, ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}"
+
+    def stop(self) -> None:
+        """Stop spinning, destroy the node and shut the private context down."""
+        with self._lock:
+            node, executor, context, thread = self._node, self._executor, self._context, self._thread
+            self._node = self._executor = self._context = self._thread = None
+        if executor is not None:
+            executor.shutdown(timeout_sec=2.0)
+        if thread is not None:
+            thread.join(timeout=5.0)
+        if node is not None:
+            node.destroy_node()
+        if context is not None:
+            context.try_shutdown()

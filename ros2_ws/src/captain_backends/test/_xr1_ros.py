@@ -1,0 +1,116 @@
+"""Helpers of the XR1 ROS tests: an isolated domain, robot-side nodes in subprocesses,
+and a spy node that records what crosses the wire and sets the nodes' parameters.
+
+The ``ros_domain`` fixture comes from the repository's root conftest.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import threading
+import time
+
+
+class RobotProcess:
+    """A robot-side node (``python -m <module>``) in a subprocess, started until READY."""
+
+    def __init__(self, module: str, params: dict[str, object] | None = None, namespace: str = "",
+                 ready_timeout_s: float = 60.0) -> None:
+        args = [sys.executable, "-m", module, "--ros-args"]
+        for k, v in (params or {}).items():
+            args += ["-p", f"{k}:={v}"]
+        if namespace:
+            args += ["-r", f"__ns:=/{namespace.strip('/')}"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        ready = threading.Event()
+
+        def read() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.lines.append(line.rstrip())
+                if line.strip() == "READY":
+                    ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not ready.wait(ready_timeout_s):
+            self.stop()
+            raise RuntimeError(f"{module} did not start:\n" + "\n".join(self.lines))
+
+    def stop(self) -> None:
+        """SIGINT, then wait (kill after 10 s)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(2)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+
+class Spy:
+    """A test-side node in its own context: records messages on topics (with receipt
+    times, ``time.monotonic``) and sets parameters of other nodes."""
+
+    def __init__(self, namespace: str = "") -> None:
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.signals import SignalHandlerOptions
+
+        self.context = Context()
+        rclpy.init(args=[], context=self.context, signal_handler_options=SignalHandlerOptions.NO)
+        self.node = rclpy.create_node("xr1_test_spy", namespace=namespace, context=self.context)
+        self.records: dict[str, list[tuple[float, object]]] = {}
+        self._lock = threading.Lock()
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self) -> None:
+        from rclpy.executors import ExternalShutdownException
+
+        with contextlib.suppress(ExternalShutdownException):
+            self.executor.spin()
+
+    def record(self, msg_type: type, topic: str, qos=None) -> None:
+        """Start recording ``topic``."""
+        from captain_backends.nodes.xr1_messages import READING_QOS
+
+        self.records[topic] = []
+
+        def callback(msg, topic=topic) -> None:
+            with self._lock:
+                self.records[topic].append((time.monotonic(), msg))
+
+        self.node.create_subscription(msg_type, topic, callback, qos or READING_QOS)
+
+    def messages(self, topic: str, after_s: float = -1.0) -> list[tuple[float, object]]:
+        """(receipt time, message) pairs received after ``after_s``."""
+        with self._lock:
+            return [(t, m) for t, m in self.records[topic] if t > after_s]
+
+    def set_parameters(self, node_name: str, values: dict[str, object], timeout_s: float = 10.0) -> None:
+        """Set parameters of another node through its parameter services."""
+        from rclpy.parameter import Parameter
+        from rclpy.parameter_client import AsyncParameterClient
+
+        client = AsyncParameterClient(self.node, node_name)
+        assert client.wait_for_services(timeout_sec=timeout_s), f"parameter services of {node_name} not found"
+        future = client.set_parameters([Parameter(k, value=v) for k, v in values.items()])
+        deadline = time.monotonic() + timeout_s
+        while not future.done():
+            assert time.monotonic() < deadline, f"setting {values} on {node_name} timed out"
+            time.sleep(0.005)
+        results = future.result().results
+        assert all(r.successful for r in results), [r.reason for r in results]
+
+    def close(self) -> None:
+        """Stop spinning and shut the context down."""
+        self.executor.shutdown(timeout_sec=2.0)
+        self.thread.join(timeout=5.0)
+        self.node.destroy_node()
+        self.context.try_shutdown()
