@@ -145,16 +145,16 @@ def _tabletop_figures(steps: int, renders: int, resets: int) -> dict[str, float]
 
 
 #: Benchmark sections by backend name; each returns ``<name>_...`` figures.
+def _libero_figures(steps: int, renders: int, resets: int) -> dict[str, float]:
+    from captain_backends.core.libero.bench import libero_figures
+
+    return libero_figures(steps=steps, renders=renders, resets=resets)
+
+
 SECTIONS: dict[str, Callable[[int, int, int], dict[str, float]]] = {
     "mock": _mock_figures,
     "tabletop": _tabletop_figures,
-    # ------------------------------------------------------------------ LIBERO --
-    # The LIBERO section is added here by core/libero's owner: a function
-    # ``_libero_figures(steps, renders, resets)`` that configures a LiberoDriver on a
-    # fixed task and returns ``measure_driver(driver, "libero", ...)`` (keys
-    # libero_step_ms, libero_realtime_factor, libero_render_ms, libero_reset_ms) plus
-    # any LIBERO-specific figures, registered as ``"libero": _libero_figures``.
-    # -----------------------------------------------------------------------------
+    "libero": _libero_figures,
 }
 
 

@@ -1,0 +1,80 @@
+"""The task's BDDL goal predicates, evaluated with LIBERO's own predicate code.
+
+``env.parsed_problem["goal_state"]`` lists the goal as a conjunction of predicates such
+as ``["on", "akita_black_bowl_1", "plate_1"]`` or ``["open",
+"wooden_cabinet_1_top_region"]``. Each predicate is evaluated with the LIBERO domain's
+``_eval_predicate`` -- the very function its ``_check_success`` folds over -- so the
+per-goal flags and LIBERO's success always agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from captain_backends.core.snapshot import GoalPredicate
+
+#: Predicates on articulated parts (doors, drawers, knobs).
+JOINT_PREDICATES = frozenset({"open", "close", "turnon", "turnoff"})
+#: Relational predicates decided by contact and containment.
+CONTACT_PREDICATES = frozenset({"on", "in", "stack", "incontact"})
+_DISPLAY = {"on": "On", "in": "In", "open": "Open", "close": "Close", "turnon": "TurnOn",
+            "turnoff": "TurnOff", "up": "Up", "stack": "Stack", "incontact": "InContact"}
+
+
+def goal_terms(domain: Any) -> tuple[tuple[str, ...], ...]:
+    """The goal predicates as tuples ``(predicate, arg, ...)``, lower-case predicate."""
+    terms = domain.parsed_problem["goal_state"]
+    return tuple((str(term[0]).lower(), *map(str, term[1:])) for term in terms)
+
+
+def goal_text(term: tuple[str, ...]) -> str:
+    """Human-readable form, e.g. ``On(akita_black_bowl_1, plate_1)``."""
+    name = _DISPLAY.get(term[0], term[0].capitalize())
+    return f"{name}({', '.join(term[1:])})"
+
+
+def evaluate_goals(domain: Any) -> tuple[GoalPredicate, ...]:
+    """Every goal predicate with LIBERO's verdict on the current simulator state."""
+    return tuple(
+        GoalPredicate(
+            predicate=term[0],
+            args=tuple(term[1:]),
+            satisfied=bool(domain._eval_predicate(list(term))),
+            involves_joint=term[0] in JOINT_PREDICATES,
+            involves_contact=term[0] in CONTACT_PREDICATES,
+        )
+        for term in goal_terms(domain)
+    )
+
+
+def active_goal(goals: tuple[GoalPredicate, ...]) -> GoalPredicate | None:
+    """The first unsatisfied goal; the last goal when all hold; None without goals."""
+    for goal in goals:
+        if not goal.satisfied:
+            return goal
+    return goals[-1] if goals else None
+
+
+def entity_position(domain: Any, name: str) -> np.ndarray | None:
+    """World position of a BDDL entity: an object's or fixture's root body, or a region
+    site, metres; None when the name is unknown."""
+    sim = domain.sim
+    if name in domain.object_sites_dict:
+        return np.array(sim.data.get_site_xpos(name), dtype=float)
+    if name in getattr(domain, "obj_body_id", {}):
+        return np.array(sim.data.body_xpos[domain.obj_body_id[name]], dtype=float)
+    return None
+
+
+def goal_roles(domain: Any, goal: GoalPredicate | None) -> tuple[str, str, tuple[float, float, float] | None]:
+    """``(target_object, destination, goal_position_m)`` of a goal: for a relation the
+    moved object, its destination and the destination's position; for a predicate on
+    an articulated part the part (no destination) and its position."""
+    if goal is None or not goal.args:
+        return "", "", None
+    target = goal.args[0]
+    destination = goal.args[1] if len(goal.args) > 1 else ""
+    position = entity_position(domain, destination or target)
+    return target, destination, (tuple(float(v) for v in position) if position is not None else None)
