@@ -143,7 +143,8 @@ class RobotAPI:
         try:
             bound = spec.signature.bind(*args, **kwargs)
         except TypeError as exc:
-            params = ", ".join(str(p) for p in spec.signature.parameters.values())
+            params = ", ".join(str(p.replace(annotation=inspect.Parameter.empty))
+                               for p in spec.signature.parameters.values())
             return self._failed(spec.name, FailureCategory.INVALID_ARGUMENT,
                                 f"{spec.name}(): {exc}; signature is {spec.name}({params})"), False
         if spec.physical and self.budget.physical_actions_left() <= 0:

@@ -43,6 +43,7 @@ class FailureCategory(enum.StrEnum):
     NOTHING_TO_RECOVER = "nothing_to_recover"
     BUDGET_EXHAUSTED = "budget_exhausted"
     DRIVER_FAULT = "driver_fault"              # the driver reported a fault (stale state, ...)
+    FINISH_REJECTED = "finish_rejected"        # the completion gate rejected finish(); the message says why
     INTERNAL_ERROR = "internal_error"          # a bug in the harness; the message says where
 
 

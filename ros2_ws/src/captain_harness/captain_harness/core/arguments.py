@@ -1,0 +1,159 @@
+"""Validation of policy-supplied arguments.
+
+Every parser either returns a clean value or raises ``ArgumentError`` whose message names
+the argument, says what was wrong and what to pass instead. Booleans are not numbers
+here (``True`` as a coordinate is a bug in the caller), numpy scalars and arrays are
+accepted wherever plain numbers and lists are.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from captain_harness.core.errors import ArgumentError
+
+#: Relative deviation from unit norm that a quaternion may have before it is refused
+#: (smaller deviations are normalised silently).
+QUATERNION_NORM_TOLERANCE = 0.1
+
+TOP_DOWN_QUATERNION_HINT = "[0, 2**-0.5, 2**-0.5, 0] (top-down grasp)"
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
+
+def as_float(
+    name: str,
+    value: Any,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    unit: str = "",
+    exclusive_minimum: bool = False,
+) -> float:
+    """A finite float within [minimum, maximum] (``minimum`` excluded if ``exclusive_minimum``)."""
+    if not _is_number(value):
+        raise ArgumentError(
+            f"{name} must be a number{f' in {unit}' if unit else ''}, got {type(value).__name__} {_short(value)}"
+        )
+    f = float(value)
+    if not math.isfinite(f):
+        raise ArgumentError(f"{name} must be finite, got {f}")
+    rng = _range_text(minimum, maximum, unit, exclusive_minimum)
+    if minimum is not None and (f < minimum or (exclusive_minimum and f <= minimum)):
+        raise ArgumentError(f"{name}={f:g} is out of range; valid: {rng}")
+    if maximum is not None and f > maximum:
+        raise ArgumentError(f"{name}={f:g} is out of range; valid: {rng}")
+    return f
+
+
+def as_optional_float(name: str, value: Any, **kwargs: Any) -> float | None:
+    """``None`` or a float checked as in ``as_float``."""
+    return None if value is None else as_float(name, value, **kwargs)
+
+
+def as_vector(name: str, value: Any, length: int, *, unit: str = "", example: str = "") -> np.ndarray:
+    """A finite float vector of exactly ``length`` entries from a list, tuple or array."""
+    hint = f" e.g. {example}" if example else ""
+    if isinstance(value, (str, bytes, dict, set)) or value is None or _is_number(value):
+        raise ArgumentError(
+            f"{name} must be a list of {length} numbers{f' in {unit}' if unit else ''}"
+            f"{hint}, got {type(value).__name__} {_short(value)}"
+        )
+    try:
+        items = list(value) if isinstance(value, (Sequence, np.ndarray, Iterable)) else None
+    except TypeError:
+        items = None
+    if items is None:
+        raise ArgumentError(f"{name} must be a list of {length} numbers{hint}, got {type(value).__name__}")
+    if isinstance(value, np.ndarray) and value.ndim != 1:
+        raise ArgumentError(
+            f"{name} must be a flat list of {length} numbers{hint}, got an array of shape {value.shape}"
+        )
+    if len(items) != length:
+        raise ArgumentError(f"{name} must have {length} entries{hint}, got {len(items)}")
+    for i, x in enumerate(items):
+        if not _is_number(x):
+            raise ArgumentError(f"{name}[{i}] must be a number{hint}, got {type(x).__name__} {_short(x)}")
+    arr = np.array([float(x) for x in items], dtype=float)
+    bad = [i for i in range(length) if not math.isfinite(arr[i])]
+    if bad:
+        raise ArgumentError(
+            f"{name} has non-finite entries at {bad} ([{', '.join(f'{x:g}' for x in arr)}]); "
+            "pass finite numbers (check for NaN from a failed measurement)"
+        )
+    return arr
+
+
+def as_position(name: str, value: Any) -> np.ndarray:
+    """A 3-vector position in metres (robot base frame)."""
+    return as_vector(name, value, 3, unit="m", example="[0.5, 0.0, 0.2]")
+
+
+def as_quaternion(name: str, value: Any) -> np.ndarray:
+    """A unit quaternion ``[w, x, y, z]``; nearly-unit ones are normalised, others refused."""
+    q = as_vector(name, value, 4, example=TOP_DOWN_QUATERNION_HINT)
+    norm = float(np.linalg.norm(q))
+    if norm < 1e-9:
+        raise ArgumentError(
+            f"{name} has zero norm; give a unit quaternion [w, x, y, z], e.g. {TOP_DOWN_QUATERNION_HINT}"
+        )
+    if abs(norm - 1.0) > QUATERNION_NORM_TOLERANCE:
+        raise ArgumentError(
+            f"{name} has norm {norm:.4g}, not 1; give a unit quaternion [w, x, y, z] "
+            f"(divide by its norm), e.g. {TOP_DOWN_QUATERNION_HINT}"
+        )
+    q = q / norm
+    return -q if q[0] < 0.0 else q
+
+
+def as_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    """One of ``choices`` (case-sensitive)."""
+    valid = ", ".join(repr(c) for c in choices)
+    if not isinstance(value, str):
+        raise ArgumentError(f"{name} must be one of {valid}, got {type(value).__name__} {_short(value)}")
+    if value not in choices:
+        raise ArgumentError(f"{name}={value!r} is not valid; choose one of {valid}")
+    return value
+
+
+def as_int(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """An integer within [minimum, maximum]."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
+        raise ArgumentError(f"{name} must be an integer, got {type(value).__name__} {_short(value)}")
+    i = int(value)
+    if (minimum is not None and i < minimum) or (maximum is not None and i > maximum):
+        raise ArgumentError(f"{name}={i} is out of range; valid: {_range_text(minimum, maximum, '', False)}")
+    return i
+
+
+def as_mapping(name: str, value: Any) -> dict[str, Any]:
+    """A dict of keyword arguments (``None`` is an empty dict)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ArgumentError(
+            f"{name} must be a dict of keyword arguments, e.g. "
+            f"{{'max_distance_m': 0.02}}, got {type(value).__name__} {_short(value)}"
+        )
+    return dict(value)
+
+
+def _range_text(minimum: float | None, maximum: float | None, unit: str, exclusive_minimum: bool) -> str:
+    lo = "(" if exclusive_minimum else "["
+    lo_v = "-inf" if minimum is None else f"{minimum:g}"
+    hi_v = "inf" if maximum is None else f"{maximum:g}"
+    return f"{lo}{lo_v}, {hi_v}]" + (f" {unit}" if unit else "")
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

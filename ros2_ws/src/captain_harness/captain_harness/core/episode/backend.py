@@ -1,0 +1,165 @@
+"""What an episode runs against: a ``Backend`` (the robot API with its primitives, the
+task, the host success predicate) built per episode by a factory.
+
+The runner calls ``factory(BackendRequest)`` in the process that runs the episode, so a
+factory must be importable by reference (``"package.module:function"``) to be used by
+parallel rollouts. ``default_backend`` builds a registered driver (``mock``,
+``tabletop``, ``libero``) with the motion primitives, and the perception primitives
+when their package provides them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from captain_harness.core.api import RobotAPI
+from captain_harness.core.episode.errors import EpisodeError
+
+#: Suites whose tasks run on the LIBERO driver, and how many tasks each has.
+LIBERO_SUITE_SIZES = {"libero_spatial": 10, "libero_object": 10, "libero_goal": 10, "libero_10": 10,
+                      "libero_90": 90}
+
+
+@dataclass
+class BackendRequest:
+    """What the runner asks a backend factory for.
+
+    Attributes:
+        task: ``"<suite>/<task>"``, e.g. ``"libero_spatial/0"`` or ``"tabletop/cube_on_plate"``.
+        init_state: official initial-state index (-1: the backend's default).
+        seed: random seed of the layout (None: the backend's default).
+        workspace: the episode workspace on the host (frames are saved here).
+        session_workspace: the same folder as the session sees it (for paths in results).
+        episode_id: the episode's id.
+    """
+
+    task: str
+    init_state: int
+    seed: int | None
+    workspace: Path
+    session_workspace: str
+    episode_id: str
+
+
+@dataclass
+class Backend:
+    """One episode's robot side.
+
+    Attributes:
+        api: the robot API with the primitives registered (the runner adds ``finish``).
+        task: the task description (``TaskInfo``: ``instruction``, ``goals``, ``suite``,
+            ``task_id``, ``init_state``, ``extra``).
+        check_success: the host success predicate on the current state (None if the
+            backend has none, e.g. a real robot).
+        host_context: host-only context for privileged policies (e.g. the simulator
+            snapshot); never reaches the session.
+        initial_images: returns workspace-relative file names of the initial head and wrist
+            frames (None: the runner calls ``observe`` or captures them itself).
+        driver: the driver, when there is one (used to capture the initial frames).
+        close: releases the backend.
+    """
+
+    api: RobotAPI
+    task: Any
+    check_success: Callable[[], bool] | None = None
+    host_context: Callable[[], Any] | None = None
+    initial_images: Callable[[], list[str]] | None = None
+    driver: Any = None
+    close: Callable[[], None] | None = None
+
+
+BackendFactory = Callable[[BackendRequest], Backend]
+
+
+def resolve_factory(factory: BackendFactory | str | None) -> BackendFactory:
+    """A factory given as a callable or ``"module:function"`` (None: ``default_backend``)."""
+    if factory is None:
+        return default_backend
+    if callable(factory):
+        return factory
+    module, _, attr = str(factory).partition(":")
+    if not attr:
+        raise EpisodeError(f"backend factory {factory!r} must look like package.module:function")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise EpisodeError(f"cannot load backend factory {factory!r}: {exc}") from exc
+
+
+def factory_reference(factory: BackendFactory | str | None) -> str:
+    """The ``"module:function"`` reference of a factory (for worker processes)."""
+    if factory is None:
+        return f"{__name__}:default_backend"
+    if isinstance(factory, str):
+        return factory
+    module, name = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
+    if not module or "." in name or "<" in name:
+        raise EpisodeError("parallel rollouts need a backend factory importable as module:function, "
+                           f"not {factory!r}")
+    return f"{module}:{name}"
+
+
+def split_task(task: str) -> tuple[str, str]:
+    """``"libero_spatial/0"`` -> ``("libero_spatial", "0")``."""
+    suite, sep, name = task.partition("/")
+    if not sep or not suite or not name:
+        raise EpisodeError(f"task {task!r} must look like <suite>/<task>, e.g. libero_spatial/0 or "
+                           "tabletop/cube_on_plate or mock/empty")
+    return suite, name
+
+
+def driver_for_task(task: str) -> tuple[str, dict[str, Any]]:
+    """The registered driver name and candidate constructor options for a task."""
+    suite, name = split_task(task)
+    if suite in LIBERO_SUITE_SIZES or suite.startswith("libero"):
+        return "libero", {"task": task}
+    return suite, {"task": name}
+
+
+def default_backend(request: BackendRequest) -> Backend:
+    """A registered driver with the motion primitives (and the perception primitives when
+    ``captain_perception`` provides them). Driver options are passed by name where the
+    driver's constructor accepts them."""
+    from captain_backends.core.registry import driver_class
+    from captain_harness.core.motion import MotionPrimitives
+
+    name, options = driver_for_task(request.task)
+    if request.init_state >= 0:
+        options["init_state"] = request.init_state
+    if request.seed is not None:
+        options["seed"] = request.seed
+    cls = driver_class(name)
+    params = inspect.signature(cls).parameters
+    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    driver = cls(**(options if accepts_any else {k: v for k, v in options.items() if k in params}))
+    driver.configure()
+    task = driver.reset(seed=request.seed, init_state=request.init_state if request.init_state >= 0 else None)
+    driver.activate()
+    api = RobotAPI()
+    MotionPrimitives(driver).register(api)
+    _register_perception(api, driver, request)
+    return Backend(api=api, task=task, check_success=driver.check_success, host_context=driver.snapshot,
+                   driver=driver, close=driver.shutdown)
+
+
+def _register_perception(api: RobotAPI, driver: Any, request: BackendRequest) -> None:
+    try:
+        module = importlib.import_module("captain_perception.core.primitives")
+    except ImportError:
+        return
+    build = getattr(module, "build_perception", None) or getattr(module, "PerceptionPrimitives", None)
+    if build is None:
+        return
+    params = inspect.signature(build).parameters
+    options = {"driver": driver, "workspace": request.workspace, "frames_dir": request.workspace,
+               "api": api}
+    prims = build(**{k: v for k, v in options.items() if k in params})
+    if hasattr(prims, "register"):
+        prims.register(api)
+    else:
+        api.register_object(prims)

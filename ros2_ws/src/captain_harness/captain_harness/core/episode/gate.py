@@ -1,0 +1,323 @@
+"""The completion gate: ``finish()`` is accepted only on the agent's own evidence.
+
+The gate reads the ``RobotAPI`` call log (what the agent called and what came back),
+never the simulator. For each goal predicate of the task it asks for a standard that
+TASK.md states:
+
+* relations (``On``, ``In``, ``Stack``, ...): a successful
+  ``measure_object_geometry(object, destination)`` made after the last executed
+  physical action, with ``xy_distance_m`` within the tolerance and
+  ``resting_height_consistent`` true, one distinct object/destination pair per
+  relation;
+* articulated parts (``Open``, ``Close``, ``TurnOn``, ``TurnOff``): a successful fresh
+  perception or measurement call after the last physical action;
+* a free-form instruction without predicates: a fresh ``observe()`` after the last
+  physical action.
+
+A failing ``finish()`` is rejected with the reason, at most ``max_rejections`` times
+(2); the next call is accepted whatever the evidence.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from captain_harness.core.api import CallRecord
+from captain_harness.core.results import CallOutcome, FailureCategory, make_result
+
+RELATION_PREDICATES = frozenset({"on", "in", "inside", "stack", "ontop", "onto", "under", "placed"})
+ARTICULATION_PREDICATES = frozenset({"open", "close", "closed", "turnon", "turnoff", "turn_on", "turn_off"})
+#: Calls that count as a fresh look at the scene for articulated goals.
+PERCEPTION_CALLS = ("observe", "compare_object_observations", "measure_object_geometry",
+                    "measure_image_points", "track_target", "segment", "point", "mark_point")
+#: The failure category of a rejected ``finish()``.
+FINISH_REJECTED = FailureCategory.FINISH_REJECTED
+
+_GOAL_RE = re.compile(r"^\s*\(?\s*([A-Za-z_][A-Za-z0-9_]*)\s*[\s(]\s*(.*?)\s*\)?\s*$")
+
+
+@dataclass
+class GateConfig:
+    """Settings of the completion gate.
+
+    Attributes:
+        max_rejections: how many failing ``finish()`` calls are rejected before one is
+            accepted regardless (paper: 2).
+        xy_tolerance_m: largest horizontal distance between the object's and the
+            destination's centres for a relation to count as met, metres.
+        require_resting_height: also require ``resting_height_consistent`` to be true.
+        require_fresh_detections: a measurement counts only if its detections were made
+            after the last physical action (when their origin is in the log).
+    """
+
+    max_rejections: int = 2
+    xy_tolerance_m: float = 0.02
+    require_resting_height: bool = True
+    require_fresh_detections: bool = True
+
+
+@dataclass(frozen=True)
+class GoalStandard:
+    """The success standard of one goal predicate, as TASK.md states it and the gate checks it.
+
+    Attributes:
+        predicate: lower-case predicate name (``on``, ``open``, ...).
+        args: the names the predicate relates (benchmark names, for the reader).
+        kind: ``"relation"``, ``"articulation"`` or ``"other"``.
+        xy_tolerance_m: horizontal tolerance of a relation, metres (None otherwise).
+    """
+
+    predicate: str
+    args: tuple[str, ...]
+    kind: str
+    xy_tolerance_m: float | None = None
+
+    @property
+    def label(self) -> str:
+        """The predicate as written in the task, e.g. ``On(bowl_1, plate_1)``."""
+        return f"{self.predicate.capitalize()}({', '.join(self.args)})"
+
+    def describe(self, require_resting_height: bool = True) -> str:
+        """One sentence for TASK.md."""
+        if self.kind == "relation":
+            rest = " and `resting_height_consistent` is true" if require_resting_height else ""
+            return (f"`{self.label}`: after your last physical action, "
+                    f"`measure_object_geometry(object, destination)` on a fresh observation gives "
+                    f"`xy_distance_m` <= {self.xy_tolerance_m:g} m{rest}.")
+        if self.kind == "articulation":
+            return (
+                f"`{self.label}`: the part has reached its {self.predicate} state; after your last physical "
+                "action, observe again and check it (e.g. with `compare_object_observations`)."
+            )
+        return f"`{self.label}`: holds in a fresh observation taken after your last physical action."
+
+
+def parse_goal(text: str) -> tuple[str, tuple[str, ...]]:
+    """``"On(akita_black_bowl_1, plate_1)"`` or ``"(On bowl plate)"`` -> ``("on", ("akita_black_bowl_1",
+    "plate_1"))``."""
+    m = _GOAL_RE.match(text)
+    if not m:
+        return text.strip().lower(), ()
+    args = tuple(a for a in re.split(r"[\s,]+", m.group(2).strip("() ")) if a)
+    return m.group(1).lower(), args
+
+
+def standards_for(goals: Sequence[str], config: GateConfig | None = None) -> list[GoalStandard]:
+    """The success standard of each goal predicate."""
+    cfg = config or GateConfig()
+    out = []
+    for goal in goals:
+        predicate, args = parse_goal(goal)
+        if predicate in RELATION_PREDICATES and len(args) >= 2:
+            out.append(GoalStandard(predicate, args, "relation", cfg.xy_tolerance_m))
+        elif predicate in ARTICULATION_PREDICATES:
+            out.append(GoalStandard(predicate, args, "articulation"))
+        else:
+            out.append(GoalStandard(predicate, args, "other"))
+    return out
+
+
+@dataclass
+class GateVerdict:
+    """The gate's judgement of the evidence: ``passed``, the ``reason`` when it did not pass,
+    and the log indices of the calls that served as evidence."""
+
+    passed: bool
+    reason: str = ""
+    evidence: list[int] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def _arg(record: CallRecord, position: int, keyword: str) -> Any:
+    if len(record.args) > position:
+        return record.args[position]
+    return record.kwargs.get(keyword)
+
+
+def _detection_ids(value: Any, depth: int = 0) -> list[str]:
+    """Every ``detection_id`` in a perception result value."""
+    if depth > 4:
+        return []
+    if isinstance(value, dict):
+        out = [str(value["detection_id"])] if value.get("detection_id") is not None else []
+        for v in value.values():
+            if isinstance(v, (dict, list)):
+                out.extend(_detection_ids(v, depth + 1))
+        return out
+    if isinstance(value, list):
+        return [i for v in value[:64] for i in _detection_ids(v, depth + 1)]
+    return []
+
+
+def _xy_distance(value: dict[str, Any]) -> float | None:
+    d = value.get("xy_distance_m")
+    if isinstance(d, (int, float)) and math.isfinite(d):
+        return float(d)
+    off = value.get("object_to_destination_xy_offset_m")
+    if isinstance(off, (list, tuple)) and len(off) >= 2 and all(isinstance(v, (int, float)) for v in off[:2]):
+        return math.hypot(float(off[0]), float(off[1]))
+    return None
+
+
+class CompletionGate:
+    """Judges ``finish()`` calls on the call log. See the module docstring."""
+
+    def __init__(self, standards: Sequence[GoalStandard], config: GateConfig | None = None) -> None:
+        self.standards = list(standards)
+        self.config = config or GateConfig()
+        self.attempts = 0
+        self.rejections: list[str] = []
+        self.accepted = False
+        self.accepted_on_evidence = False
+
+    def evaluate(self, log: Sequence[CallRecord]) -> GateVerdict:
+        """Whether the agent's recorded calls meet every standard."""
+        actions = [r for r in log if r.physical and r.result.get("executed")]
+        if not actions:
+            return GateVerdict(False, "no physical action has been executed yet; the task is not done")
+        last = actions[-1]
+        fresh = [r for r in log if r.index > last.index]
+        where = f"your last physical action ({last.name}, call #{last.index})"
+        relations = [s for s in self.standards if s.kind == "relation"]
+        evidence: list[int] = []
+        details: dict[str, Any] = {"last_physical_call": last.index}
+        if relations:
+            tol = min(s.xy_tolerance_m or self.config.xy_tolerance_m for s in relations)
+            measured = [
+                r
+                for r in fresh
+                if r.name == "measure_object_geometry"
+                and r.result.get("success")
+                and _arg(r, 1, "destination_id") is not None
+                and isinstance(r.result.get("value"), dict)
+            ]
+            if not measured:
+                return GateVerdict(
+                    False,
+                    f"no measure_object_geometry(object, destination) after {where}; observe, "
+                    "measure the object against its destination, then call finish() again",
+                    details=details,
+                )
+            if self.config.require_fresh_detections:
+                origin: dict[str, int] = {}
+                for r in log:
+                    if r.name != "measure_object_geometry" and r.result.get("success"):
+                        for det in _detection_ids(r.result.get("value")):
+                            origin.setdefault(det, r.index)
+                stale = [
+                    r
+                    for r in measured
+                    if any(
+                        origin.get(str(_arg(r, i, k)), last.index + 1) < last.index
+                        for i, k in ((0, "object_id"), (1, "destination_id"))
+                    )
+                ]
+                if stale and len(stale) == len(measured):
+                    r = stale[-1]
+                    return GateVerdict(
+                        False,
+                        f"measure_object_geometry (call #{r.index}) used detections made "
+                        f"before {where}; observe again, mark or segment the object and "
+                        "destination in the new observation, measure, then call finish()",
+                        details=details,
+                    )
+                measured = [r for r in measured if r not in stale]
+            passing: dict[tuple[str, str], int] = {}
+            worst = None
+            for r in measured:
+                value = r.result["value"]
+                dist = _xy_distance(value)
+                resting = value.get("resting_height_consistent")
+                ok = dist is not None and dist <= tol
+                if self.config.require_resting_height:
+                    ok = ok and resting is True
+                if ok:
+                    passing[(str(_arg(r, 0, "object_id")), str(_arg(r, 1, "destination_id")))] = r.index
+                else:
+                    worst = (r, dist, resting)
+            if len(passing) < len(relations):
+                if worst is not None:
+                    r, dist, resting = worst
+                    dist_text = "unknown" if dist is None else f"{dist:.4f} m"
+                    reason = (
+                        f"the measurement after {where} (call #{r.index}) gives xy_distance_m={dist_text} "
+                        f"(tolerance {tol:g} m) and resting_height_consistent={resting}; the goal is not "
+                        "met yet"
+                    )
+                else:
+                    reason = (
+                        f"{len(passing)} of {len(relations)} goal relations are measured within tolerance "
+                        f"after {where}; measure each object against its destination"
+                    )
+                return GateVerdict(False, reason, details=details)
+            evidence.extend(passing.values())
+            details["relations_passed"] = len(passing)
+        if any(s.kind != "relation" for s in self.standards) or not self.standards:
+            names = PERCEPTION_CALLS if self.standards else ("observe",)
+            looks = [r for r in fresh if r.name in names and r.result.get("success")]
+            if not looks:
+                return GateVerdict(
+                    False,
+                    f"no fresh {' or '.join(names[:2])} after {where}; look at the scene "
+                    "again and check the goal, then call finish() again",
+                    details=details,
+                )
+            evidence.append(looks[-1].index)
+        return GateVerdict(True, "", sorted(set(evidence)), details)
+
+    def finish(self, log: Sequence[CallRecord], summary: str = "") -> CallOutcome:
+        """Judge one ``finish()`` call; returns its result dict and receipt."""
+        self.attempts += 1
+        verdict = self.evaluate(log)
+        left = self.config.max_rejections - len(self.rejections)
+        value = {
+            "accepted": False,
+            "attempt": self.attempts,
+            "evidence_calls": verdict.evidence,
+            "summary": summary,
+        }
+        if verdict.passed or left <= 0:
+            self.accepted = True
+            self.accepted_on_evidence = verdict.passed
+            value["accepted"] = True
+            if verdict.passed:
+                message = "finish accepted: your measurements meet the TASK.md standard; the episode ends"
+                evidence = ",".join(f"#{i}" for i in verdict.evidence)
+                receipt = f"finish: ok; accepted evidence={evidence}" if evidence else "finish: ok; accepted"
+            else:
+                message = (
+                    f"finish accepted after {len(self.rejections)} rejections (the evidence still does not "
+                    f"meet the standard: {verdict.reason}); the episode ends"
+                )
+                receipt = f"finish: ok; accepted after {len(self.rejections)} rejections"
+            return CallOutcome(make_result(success=True, message=message, value=value), receipt[:300])
+        self.rejections.append(verdict.reason)
+        value["rejections_left"] = left - 1
+        value["reason"] = verdict.reason
+        message = (
+            f"finish() rejected: {verdict.reason}. (Rejection {len(self.rejections)} of "
+            f"{self.config.max_rejections}; after that finish() is accepted whatever the evidence.)"
+        )
+        result = make_result(success=False, failure_category=FINISH_REJECTED, message=message, value=value)
+        receipt = f"finish: FAILED {FINISH_REJECTED}; {verdict.reason}"
+        if len(receipt) > 300:
+            receipt = receipt[:297] + "..."
+        return CallOutcome(result, receipt)
+
+    def primitive(self, log_source: Any) -> Any:
+        """The ``finish`` callable to register in a ``RobotAPI`` (``log_source.log`` is read)."""
+
+        def finish(summary: str = "", **details: Any) -> CallOutcome:
+            """End the episode: call it when the task is done and your own fresh measurements show it.
+
+            The host's completion gate checks your recorded measurements against the success standard
+            in TASK.md (never the simulator) and may reject finish() twice with a reason; the third
+            call is accepted. Nothing physical happens. ``summary``: optional words on the evidence.
+            """
+            return self.finish(log_source.log, summary=str(summary))
+
+        return finish

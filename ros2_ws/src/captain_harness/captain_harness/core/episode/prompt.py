@@ -1,0 +1,88 @@
+"""The fixed parts of every request: the system prompt (with TASK.md inlined at its end),
+the ``<environment_context>`` block, the task request and the ``python`` tool schema.
+
+These texts are model-visible and define the input format shared by SFT rows, RL
+rollouts and test-time requests: change them only together with the training data.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+PYTHON_TOOL_DESCRIPTION = (
+    "Run Python in a persistent Python 3 session that controls the robot. `robot` (the robot API), "
+    "`np`, `math` and `image()` are pre-imported; variables and functions persist across calls. "
+    "Returns the cell output followed by one receipt line per robot call, and the images attached "
+    "with image()."
+)
+
+#: The single tool of the harness, exactly as declared in every request and SFT row.
+PYTHON_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "python",
+        "description": PYTHON_TOOL_DESCRIPTION,
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "input": {"type": "string", "description": "Python source to run in the session."}
+            },
+            "required": ["input"],
+        },
+    },
+}
+
+SYSTEM_PROMPT = """You are a robot agent. You control a robot arm by writing Python in a persistent session \
+through the `python` tool, against the low-level robot API described in TASK.md below.
+
+How to work:
+- Think about the scene and your plan, then call the `python` tool. You may call it several times in one \
+reply; the calls run in order.
+- Look before you act: observe, ground objects in the images, measure them, and check every result's \
+`success`, `failure_category` and the receipts before the next step.
+- There are no grasp or place skills: you choose every pose, approach direction and jaw command.
+- Keep useful values and helper functions in session variables; write short notes to NOTES.md.
+- When your own fresh measurements show the task is done, call `robot.finish()`. Reply without a tool call \
+only when you are done or cannot continue.
+"""
+
+
+def system_message_text(task_md: str, system_prompt: str = SYSTEM_PROMPT) -> str:
+    """The system message: the harness prompt followed by ``# TASK.md`` and its text."""
+    body = task_md.strip()
+    if body.startswith("# TASK.md"):
+        body = body[len("# TASK.md") :].lstrip("\n")
+    return f"{system_prompt.rstrip()}\n\n# TASK.md\n\n{body}\n"
+
+
+def environment_context_text(
+    cwd: str,
+    date: str | None = None,
+    shell: str = "python",
+    writable_roots: tuple[str, ...] | None = None,
+    network: str = "restricted",
+) -> str:
+    """The ``<environment_context>`` block of the second message."""
+    date = date or _dt.date.today().isoformat()
+    roots = writable_roots if writable_roots is not None else (cwd,)
+    lines = [
+        "<environment_context>",
+        f"  <cwd>{cwd}</cwd>",
+        f"  <shell>{shell}</shell>",
+        f"  <current_date>{date}</current_date>",
+        "  <sandbox_mode>workspace-write</sandbox_mode>",
+        f"  <network_access>{network}</network_access>",
+        "  <writable_roots>",
+    ]
+    lines += [f"    <root>{r}</root>" for r in roots]
+    lines += ["  </writable_roots>", "</environment_context>"]
+    return "\n".join(lines)
+
+
+def task_request_text(instruction: str) -> str:
+    """The text of the task request (the initial head and wrist images follow it)."""
+    return (
+        f"Read TASK.md and complete the robot task: {instruction.strip()}\n"
+        "The current head and wrist camera images are attached."
+    )

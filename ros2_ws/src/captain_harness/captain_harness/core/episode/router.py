@@ -1,0 +1,123 @@
+"""The host side of the session's robot calls.
+
+Every ``robot.<name>(...)`` message from the session is answered here: paths are
+translated between the session's view of the workspace and the host's, the call runs
+through the ``RobotAPI`` (``finish`` included, which the completion gate answers), and
+the receipt is kept for the cell output. Calls past a per-cell limit and physical calls
+after an accepted ``finish()`` are refused with a result dict, never an exception.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from captain_harness.core.api import RobotAPI
+from captain_harness.core.results import FailureCategory, format_receipt, make_result
+
+
+@dataclass
+class CallSummary:
+    """One robot call of a cell, for the event log and the compaction notice."""
+
+    name: str
+    success: bool
+    failure_category: str | None
+    executed: bool
+    physical: bool
+    receipt: str
+    duration_s: float
+    log_index: int | None = None
+
+    def short(self) -> str:
+        """``move_to ok`` / ``move_to FAILED contact``."""
+        return f"{self.name} ok" if self.success else f"{self.name} FAILED {self.failure_category}"
+
+
+@dataclass
+class CallRouter:
+    """Answers the session's robot calls. See the module docstring.
+
+    Attributes:
+        api: the robot API (with ``finish`` registered).
+        host_workspace / session_workspace: the workspace on the host and in the session.
+        max_calls_per_cell: robot calls one cell may make.
+    """
+
+    api: RobotAPI
+    host_workspace: Path
+    session_workspace: str
+    max_calls_per_cell: int = 500
+    finished: bool = False
+    cell_calls: list[CallSummary] = field(default_factory=list)
+    robot_s: float = 0.0
+
+    def begin_cell(self) -> None:
+        """Reset the per-cell call list."""
+        self.cell_calls = []
+
+    def _translate(self, value: Any, src: str, dst: str) -> Any:
+        if src == dst:
+            return value
+        if isinstance(value, str):
+            return dst + value[len(src):] if value.startswith(src) else value
+        if isinstance(value, list):
+            return [self._translate(v, src, dst) for v in value]
+        if isinstance(value, dict):
+            return {k: self._translate(v, src, dst) for k, v in value.items()}
+        return value
+
+    def _refuse(self, name: str, category: str, message: str) -> dict[str, Any]:
+        result = make_result(success=False, failure_category=category, message=message,
+                             budget=self.api.budget.to_dict())
+        receipt = format_receipt(name, result)
+        self.cell_calls.append(CallSummary(name, False, category, False, False, receipt, 0.0))
+        return {"result": result, "receipt": receipt}
+
+    def __call__(self, name: str, args: list, kwargs: dict) -> dict[str, Any]:
+        if len(self.cell_calls) >= self.max_calls_per_cell:
+            return self._refuse(
+                name,
+                FailureCategory.BUDGET_EXHAUSTED.value,
+                f"more than {self.max_calls_per_cell} robot calls in one cell; end the cell and "
+                "continue in the next one",
+            )
+        spec = self.api.specs.get(name)
+        if self.finished and spec is not None and spec.physical:
+            return self._refuse(
+                name,
+                FailureCategory.CANCELLED.value,
+                "finish() was accepted; the episode has ended and nothing moves any more",
+            )
+        host, session = str(self.host_workspace), self.session_workspace
+        args = self._translate(args, session, host)
+        kwargs = self._translate(kwargs, session, host)
+        started = time.perf_counter()
+        outcome = self.api.call(name, args, kwargs)
+        duration = time.perf_counter() - started
+        self.robot_s += duration
+        result = self._translate(outcome.result, host, session)
+        receipt = self._translate(outcome.receipt, host, session)
+        if (
+            name == "finish"
+            and result.get("success")
+            and isinstance(result.get("value"), dict)
+            and result["value"].get("accepted")
+        ):
+            self.finished = True
+        record = self.api.log[-1] if self.api.log else None
+        self.cell_calls.append(
+            CallSummary(
+                name=name,
+                success=bool(result.get("success")),
+                failure_category=result.get("failure_category"),
+                executed=bool(result.get("executed")),
+                physical=bool(spec and spec.physical),
+                receipt=receipt,
+                duration_s=duration,
+                log_index=record.index if record is not None else None,
+            )
+        )
+        return {"result": result, "receipt": receipt}

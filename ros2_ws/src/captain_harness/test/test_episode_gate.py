@@ -1,0 +1,111 @@
+"""The completion gate judges finish() on the agent's own recorded calls only."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from episode_support import ToyWorld
+
+from captain_harness.core.api import RobotAPI
+from captain_harness.core.episode.gate import (
+    FINISH_REJECTED,
+    CompletionGate,
+    GateConfig,
+    parse_goal,
+    standards_for,
+)
+
+
+@pytest.fixture
+def setup(tmp_path: Path):
+    world = ToyWorld(tmp_path)
+    api = RobotAPI()
+    api.register_object(world)
+    gate = CompletionGate(standards_for(["On(akita_black_bowl_1, plate_1)"]), GateConfig())
+    api.register("finish", gate.primitive(api), group="finish")
+    return world, api, gate
+
+
+def measure(api: RobotAPI) -> dict:
+    h = api.call("observe").result["value"]["observation_handle"]
+    b = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "bowl"}).result["value"]["detection_id"]
+    p = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "plate"}).result["value"]["detection_id"]
+    return api.call("measure_object_geometry", (b, p)).result
+
+
+def place(api: RobotAPI, world: ToyWorld, dx: float = 0.0) -> None:
+    api.call("move_to", (world.objects["bowl"].tolist(),))
+    api.call("move_to", (), {"gripper": "close"})
+    api.call("move_to", ((world.objects["plate"] + [dx, 0, 0.03]).tolist(),))
+    api.call("move_to", (), {"gripper": "open"})
+
+
+def test_goals_parse_into_standards() -> None:
+    assert parse_goal("On(akita_black_bowl_1, plate_1)") == ("on", ("akita_black_bowl_1", "plate_1"))
+    assert parse_goal("(In bowl basket)") == ("in", ("bowl", "basket"))
+    kinds = [s.kind for s in standards_for(["On(a, b)", "Open(top_drawer)", "Upright(cup)"])]
+    assert kinds == ["relation", "articulation", "other"]
+    assert "0.02 m" in standards_for(["On(a, b)"])[0].describe()
+
+
+def test_finish_with_fresh_passing_measurement_is_accepted(setup) -> None:
+    world, api, gate = setup
+    measure(api)
+    place(api, world)
+    assert measure(api)["value"]["xy_distance_m"] < 0.02
+    out = api.call("finish")
+    assert out.result["success"] and out.result["value"]["accepted"] and gate.accepted_on_evidence
+    assert out.receipt.startswith("finish: ok; accepted evidence=#")
+
+
+def test_rejected_twice_then_accepted_and_reasons_teach(setup) -> None:
+    world, api, gate = setup
+    out = api.call("finish")
+    assert out.result["failure_category"] == FINISH_REJECTED and "no physical action" in out.result["message"]
+    place(api, world, dx=0.05)  # 5 cm off the plate
+    out = api.call("finish")
+    assert "no measure_object_geometry" in out.receipt and "move_to, call #" in out.receipt
+    assert out.result["value"]["rejections_left"] == 0
+    out = api.call("finish")
+    assert out.result["success"] and out.result["value"]["accepted"] and not gate.accepted_on_evidence
+    assert gate.attempts == 3 and len(gate.rejections) == 2
+
+
+def test_measurement_out_of_tolerance_is_rejected(setup) -> None:
+    world, api, _gate = setup
+    place(api, world, dx=0.05)
+    measure(api)
+    out = api.call("finish")
+    assert not out.result["success"] and "xy_distance_m=0.0500 m (tolerance 0.02 m)" in out.result["message"]
+
+
+def test_measurement_before_the_last_action_or_with_stale_detections_does_not_count(setup) -> None:
+    world, api, _gate = setup
+    place(api, world)
+    h = api.call("observe").result["value"]["observation_handle"]
+    b = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "bowl"}).result["value"]["detection_id"]
+    p = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "plate"}).result["value"]["detection_id"]
+    api.call("measure_object_geometry", (b, p))
+    api.call("hold", (), {"duration_s": 0.5})  # a physical action after the measurement
+    out = api.call("finish")
+    assert "no measure_object_geometry" in out.result["message"] and "hold, call #" in out.result["message"]
+    api.call("measure_object_geometry", (b, p))  # fresh call, but detections from before the hold
+    out = api.call("finish")
+    assert "used detections made before" in out.result["message"]
+
+
+def test_articulated_and_free_form_goals_need_a_fresh_look(tmp_path: Path) -> None:
+    world = ToyWorld(tmp_path)
+    for goals, look in ((["Open(top_drawer)"], "observe"), ([], "observe")):
+        api = RobotAPI()
+        api.register_object(world)
+        gate = CompletionGate(standards_for(goals), GateConfig(max_rejections=5))
+        api.register("finish", gate.primitive(api), group="finish")
+        api.call("hold")
+        assert not api.call("finish").result["success"]
+        api.call(look)
+        assert api.call("finish").result["value"]["accepted"] and gate.accepted_on_evidence
