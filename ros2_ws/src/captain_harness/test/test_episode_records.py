@@ -95,7 +95,8 @@ def test_rows_reload_as_valid_rows(tmp_path: Path) -> None:
     assert (
         rows[1]["messages"][:-1] == rows[2]["messages"][: len(rows[1]["messages"]) - 1]
     )  # history only grows
-    reader = pytest.importorskip("captain_training.sft.reader")
+    from captain_training.sft import reader
+
     report = reader.validate_file(Path(outcome.record_dir) / "rows.jsonl", image_root=tmp_path)
     assert report.n_rows == 4 and report.n_bad_rows == 0, report.problems
 
