@@ -1,0 +1,76 @@
+"""``captain eval``: run an evaluation (needs the rollout runner) and compare two policies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(help="Evaluate policies and compare them on paired episodes.", no_args_is_help=True)
+
+
+@app.command()
+def run(
+    policy: Annotated[str, typer.Option(help="Policy endpoint or model path.")] = "",
+    suite: Annotated[str, typer.Option(help="Benchmark suite.")] = "libero_goal",
+    out: Annotated[Path, typer.Option(help="Result JSONL to write.")] = Path("results.jsonl"),
+) -> None:
+    """Run evaluation episodes and write one result line per episode."""
+    typer.echo("captain eval run needs the rollout runner (the harness episode loop on a simulator "
+               "backend), which is not wired to this command yet. Produce a result JSONL with keys "
+               "suite, task_id, init_state, host_success, strict_success and use `captain eval compare`.",
+               err=True)
+    raise typer.Exit(code=2)
+
+
+@app.command()
+def compare(
+    results_a: Annotated[Path, typer.Argument(help="Result JSONL of policy A (the baseline).")],
+    results_b: Annotated[Path, typer.Argument(help="Result JSONL of policy B.")],
+    metric: Annotated[list[str] | None, typer.Option(
+        help="Metric to compare (repeatable; default host_success and strict_success).")] = None,
+    n_boot: Annotated[int, typer.Option(help="Bootstrap resamples of task clusters.")] = 10_000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    confidence: Annotated[float, typer.Option(help="Confidence level of the interval.")] = 0.95,
+    allow_unpaired: Annotated[bool, typer.Option(help="Drop triples present for only one policy.")] = False,
+    label_a: Annotated[str, typer.Option(help="Name of policy A in the output.")] = "A",
+    label_b: Annotated[str, typer.Option(help="Name of policy B in the output.")] = "B",
+    plot: Annotated[Path | None, typer.Option(help="Write a per-suite success PNG here.")] = None,
+) -> None:
+    """Paired comparison on identical (suite, task, init_state) triples: exact McNemar + cluster bootstrap."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from captain_training.eval.errors import EvalError
+    from captain_training.eval.results import read_results
+    from captain_training.eval.stats import compare_paired
+
+    metrics = metric or ["host_success", "strict_success"]
+    try:
+        ra, rb = read_results(results_a), read_results(results_b)
+        comparisons = [compare_paired(ra, rb, m, n_boot=n_boot, seed=seed, confidence=confidence,
+                                      allow_unpaired=allow_unpaired) for m in metrics]
+    except EvalError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=1) from None
+    table = Table(title=f"{label_b} vs {label_a} (paired)")
+    for col in ("metric", "pairs", "tasks", label_a, label_b, "B-A", f"{int(confidence * 100)}% CI",
+                "only A", "only B", "McNemar p"):
+        table.add_column(col)
+    for c in comparisons:
+        table.add_row(c.metric, str(c.n_pairs), str(c.n_tasks), f"{100 * c.rate_a:.1f}%",
+                      f"{100 * c.rate_b:.1f}%", f"{100 * c.difference:+.1f}",
+                      f"[{100 * c.ci_low:+.1f}, {100 * c.ci_high:+.1f}]",
+                      str(c.only_a), str(c.only_b), f"{c.p_value:.4g}")
+    Console().print(table)
+    if plot is not None:
+        from captain_training.eval.plots import plot_suite_success
+
+        first = comparisons[0]
+        rates = {s: {label_a: v["rate_a"], label_b: v["rate_b"]} for s, v in first.per_suite.items()}
+        plot_suite_success(rates, plot, title=f"{first.metric} per suite")
+        typer.echo(f"wrote {plot}")
+    typer.echo(json.dumps({"label_a": label_a, "label_b": label_b,
+                           "comparisons": [c.to_dict() for c in comparisons]}))

@@ -1,0 +1,106 @@
+"""``captain rl``: train the policy with the simulator critic, or train / evaluate a critic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(help="Multi-turn RL with the simulator critic.", no_args_is_help=True)
+
+
+@app.command()
+def train(
+    config: Annotated[Path, typer.Option(help="RL config file (YAML or JSON).")],
+    resume: Annotated[bool, typer.Option(help="Continue from the run directory's latest checkpoint.")] = True,
+) -> None:
+    """Run RL rounds (rollouts, critic co-training, streaming policy update)."""
+    from captain_training.rl.config import load_config
+    from captain_training.rl.errors import RLError
+    from captain_training.rl.trainer_state import latest_round
+
+    try:
+        cfg = load_config(config)
+    except RLError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=1) from None
+    last = latest_round(cfg.output_dir) if resume else None
+    typer.echo(json.dumps({"config": str(config), "output_dir": cfg.output_dir,
+                           "resume_from_round": last}))
+    typer.echo("captain rl train: the config is valid, but rollout collection is not wired yet. It needs "
+               "the harness episode loop on the LIBERO backend (hidden snapshot before each request, "
+               "token ids and log-probabilities from the policy server) and, at scale, Ray rollout "
+               "workers beside vLLM servers. The round update itself (captain_training.rl.round."
+               "run_round: credit, critic co-training, Eq. 8 accumulation, checkpoints) is ready.",
+               err=True)
+    raise typer.Exit(code=2)
+
+
+@app.command()
+def critic(
+    data: Annotated[Path, typer.Option(help="Request-state JSONL (episode_id, task, request_index, "
+                                            "features, host_success[, group]).")],
+    out: Annotated[Path, typer.Option(help="Where to save the trained critic.")] = Path("critic.pt"),
+    init: Annotated[Path | None, typer.Option(help="Start from this saved critic.")] = None,
+    heldout_fraction: Annotated[float, typer.Option(help="Fraction of episodes held out.")] = 0.2,
+    epochs: Annotated[int, typer.Option(help="Passes over the training states.")] = 20,
+    batch_size: Annotated[int, typer.Option(help="Request states per AdamW step.")] = 256,
+    learning_rate: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
+    weight_decay: Annotated[float, typer.Option(help="AdamW weight decay.")] = 1e-4,
+    seed: Annotated[int, typer.Option(help="Split, initialisation and minibatch seed.")] = 0,
+    eval_only: Annotated[bool, typer.Option(help="Evaluate --init on all of --data, no training.")] = False,
+    calibration_plot: Annotated[Path | None, typer.Option(help="Write a reliability PNG here.")] = None,
+) -> None:
+    """Warm-start (or evaluate) the simulator critic on recorded request states."""
+    from captain_training.rl.critic import (
+        LIBERO_TASK_IDS,
+        CriticConfig,
+        SimulatorCritic,
+        evaluate_critic,
+        load_critic,
+        load_optimizer,
+        save_critic,
+        train_critic,
+    )
+    from captain_training.rl.critic_data import read_jsonl, split_by_episode
+    from captain_training.rl.critic_metrics import reliability_bins
+    from captain_training.rl.errors import RLError
+
+    try:
+        dataset = read_jsonl(data)
+        if eval_only:
+            if init is None:
+                raise RLError("--eval-only needs --init (the critic to evaluate)")
+            model = load_critic(init).critic
+            report = {f"all_{k}": v for k, v in evaluate_critic(model, dataset).items()}
+            eval_set = dataset
+        else:
+            train_set, eval_set = split_by_episode(dataset, heldout_fraction, seed)
+            if init is not None:
+                loaded = load_critic(init)
+                model = loaded.critic
+                opt = load_optimizer(model, loaded.optimizer_state, learning_rate, weight_decay)
+                opt, result = train_critic(model, train_set, epochs=epochs, batch_size=batch_size,
+                                           optimizer=opt, seed=seed, fit_normalizer=False)
+            else:
+                extra = sorted(set(dataset.task.tolist()) - set(LIBERO_TASK_IDS))
+                model = SimulatorCritic(CriticConfig(task_ids=LIBERO_TASK_IDS + tuple(extra), seed=seed))
+                opt, result = train_critic(model, train_set, epochs=epochs, batch_size=batch_size,
+                                           learning_rate=learning_rate, weight_decay=weight_decay, seed=seed)
+            report = {f"heldout_{k}": v for k, v in evaluate_critic(model, eval_set).items()}
+            report["train_s"] = result.duration_s
+            report["final_train_loss"] = result.losses[-1]
+            save_critic(model, out, optimizer=opt, extra={"data": str(data), "report": report})
+            report["saved"] = str(out)
+        if calibration_plot is not None:
+            from captain_training.eval.plots import plot_calibration
+
+            p = model.value(eval_set.features, eval_set.request_index, eval_set.task)
+            plot_calibration(reliability_bins(eval_set.host_success, p), calibration_plot)
+            report["calibration_plot"] = str(calibration_plot)
+    except RLError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=1) from None
+    typer.echo(json.dumps(report))
