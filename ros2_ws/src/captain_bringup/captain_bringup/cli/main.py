@@ -15,6 +15,8 @@ from collections.abc import Callable
 import typer
 
 SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("demo", "captain_bringup.cli.demo:demo",
+     "One teacher episode on a LIBERO task on the built-in simulator (no GPU, no model)."),
     ("run", "captain_harness.core.episode.cli:run",
      "Run one code-as-policy episode and stream its code and receipts."),
     ("rollout", "captain_harness.core.episode.cli:rollout",
