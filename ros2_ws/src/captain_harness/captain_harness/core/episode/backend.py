@@ -148,18 +148,15 @@ def default_backend(request: BackendRequest) -> Backend:
 
 
 def _register_perception(api: RobotAPI, driver: Any, request: BackendRequest) -> None:
-    try:
-        module = importlib.import_module("captain_perception.core.primitives")
-    except ImportError:
-        return
-    build = getattr(module, "build_perception", None) or getattr(module, "PerceptionPrimitives", None)
-    if build is None:
-        return
-    params = inspect.signature(build).parameters
-    options = {"driver": driver, "workspace": request.workspace, "frames_dir": request.workspace,
-               "api": api}
-    prims = build(**{k: v for k, v in options.items() if k in params})
-    if hasattr(prims, "register"):
-        prims.register(api)
-    else:
-        api.register_object(prims)
+    """Register the perception and measurement primitives. ``observe()`` reports the same
+    robot state as ``get_robot_state()`` (the motion layer's kinematics), read without
+    logging a call."""
+    from captain_perception.core.primitives import Perception
+
+    state_spec = api.specs.get("get_robot_state")
+
+    def robot_state() -> dict[str, Any]:
+        return state_spec.fn().result["value"] if state_spec is not None else {}
+
+    api.register_object(Perception(driver, request.workspace,
+                                   robot_state=robot_state if state_spec is not None else None))

@@ -1,0 +1,170 @@
+"""``captain bench perception``: latency per call and accuracy against simulator truth.
+
+Scenes: official LIBERO initial states rendered at 512 x 512 by the LIBERO driver.
+Ground truth (``groundtruth.py``) is used only to choose where to click and to score;
+the calls themselves see only the camera frames, as at run time.
+
+* ``mark_point_err_mm_*``: 3-D distance between ``mark_point``'s position and the
+  surface point a ray through the same pixel hits (pixels sampled on each visible
+  movable object, away from its silhouette), millimetres.
+* ``center_err_mm_*`` / ``radius_err_mm_*``: ``measure_object_geometry`` from the head
+  camera after ``mark_point(..., granularity="object")`` near the middle of each
+  visible object, against the object's mesh (bounding-box centre; radius of the
+  smallest circle containing its outline from above), millimetres.
+* ``observe_mark_measure_ms``: median wall time of ``observe()`` + ``mark_point`` +
+  ``measure_object_geometry`` on one object of a fresh observation (driver rendering
+  included; ``observe_mark_measure_without_capture_ms`` the same less the driver's
+  rendering), and the parts: ``capture_ms`` (the driver's rendering alone),
+  ``observe_ms``, ``mark_point_ms``, ``mark_point_object_ms``, ``measure_ms``,
+  ``segment_ms``.
+
+Run single-threaded for the "one core" figure (the bench limits OpenCV and BLAS
+threads itself).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+DEFAULT_SCENES = (("libero_spatial/0", 11), ("libero_spatial/0", 12), ("libero_spatial/0", 13),
+                  ("libero_spatial/3", 11), ("libero_spatial/5", 11), ("libero_spatial/7", 11))
+
+
+def _single_thread() -> None:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+    import cv2
+
+    cv2.setNumThreads(1)
+
+
+def run(scenes: tuple[tuple[str, int], ...] = DEFAULT_SCENES, points_per_object: int = 4,
+        min_visible_px: int = 400, seed: int = 0, **options: Any) -> dict[str, float]:
+    """Score and time perception on LIBERO scenes (see the module docstring).
+
+    Args:
+        scenes: (task id, official initial state) pairs.
+        points_per_object: pixels clicked per visible object for ``mark_point``.
+        min_visible_px: objects with fewer visible head-camera pixels are skipped.
+        seed: seed of the pixel sampling.
+        options: extra ``LiberoDriver`` options.
+    """
+    _single_thread()
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    import cv2
+
+    from captain_backends.core.driver import HEAD_CAMERA
+    from captain_backends.core.libero.driver import LiberoDriver
+    from captain_perception.core.primitives import Perception
+    from captain_perception.groundtruth import SimTruth
+
+    rng = np.random.default_rng(seed)
+    mark_err, centre_err, centre_xy_err, radius_err = [], [], [], []
+    t_capture, t_observe, t_mark, t_mark_obj, t_measure, t_segment, t_total = [], [], [], [], [], [], []
+    t_own: list[float] = []
+    driver: LiberoDriver | None = None
+    workspace = tempfile.mkdtemp(prefix="captain_bench_perception_")
+    try:
+        for task, state in scenes:
+            if driver is None:
+                driver = LiberoDriver(task=task, init_state=state, **options)
+                driver.configure()
+            else:
+                driver.load_task(task, init_state=state)
+            truth = SimTruth.from_libero(driver)
+            perception = Perception(driver, workspace)
+            # warm caches of the driver and of numpy/cv2 code paths, then time
+            perception.observe()
+            t = time.perf_counter()
+            driver.capture()
+            t_capture.append(time.perf_counter() - t)
+
+            obs, dt = perception.timed("observe")
+            t_observe.append(dt)
+            handle = obs.result["value"]["observation_handle"]
+            frame = perception.store.observation(handle).frames[HEAD_CAMERA]
+            seg = truth.segmentation(HEAD_CAMERA, *frame.size_px)
+            first = True
+            for name in truth.objects:
+                mask = truth.object_mask(seg, name)
+                if mask.sum() < min_visible_px:
+                    continue
+                inner = cv2.erode(mask.astype(np.uint8), np.ones((7, 7), np.uint8)).astype(bool)
+                ys, xs = np.nonzero(inner)
+                if len(xs) == 0:
+                    continue
+                w, h = frame.size_px
+                for k in rng.choice(len(xs), size=min(points_per_object, len(xs)), replace=False):
+                    x, y = float(xs[k]), float(ys[k])
+                    hit, geom = truth.raycast(frame, x, y)
+                    if hit is None or geom not in truth.geoms(name):
+                        continue
+                    out, dt = perception.timed("mark_point", handle, HEAD_CAMERA, (x + 0.5) / w, (y + 0.5) / h,
+                                               label=name)
+                    t_mark.append(dt)
+                    if out.result["success"]:
+                        mark_err.append(np.linalg.norm(np.array(out.result["value"]["position_m"]) - hit) * 1000)
+                # object measurement, clicking near the middle of the visible part
+                k = int(np.argmin((xs - xs.mean()) ** 2 + (ys - ys.mean()) ** 2))
+                out, dt_mark = perception.timed("mark_point", handle, HEAD_CAMERA, (xs[k] + 0.5) / w,
+                                                (ys[k] + 0.5) / h, label=name, granularity="object")
+                t_mark_obj.append(dt_mark)
+                if not out.result["success"]:
+                    continue
+                geo, dt_meas = perception.timed("measure_object_geometry", out.result["value"]["detection_id"])
+                t_measure.append(dt_meas)
+                if first:
+                    t_total.append(t_observe[-1] + dt_mark + dt_meas)
+                    t_own.append(t_observe[-1] - t_capture[-1] + dt_mark + dt_meas)
+                    first = False
+                if not geo.result["success"]:
+                    continue
+                g = geo.result["value"]["object"]
+                true = truth.object_truth(name)
+                centre_err.append(np.linalg.norm(np.array(g["center_m"]) - true.center_m) * 1000)
+                centre_xy_err.append(np.linalg.norm(np.array(g["center_xy_m"]) - true.center_m[:2]) * 1000)
+                radius_err.append(abs(g["footprint"]["radius_m"] - true.radius_m) * 1000)
+            _, dt = perception.timed("segment", handle, HEAD_CAMERA, "black bowl")
+            t_segment.append(dt)
+            truth.close()
+    finally:
+        if driver is not None:
+            driver.shutdown()
+
+    def med(v: list[float]) -> float:
+        return float(np.median(v)) if v else float("nan")
+
+    def p90(v: list[float]) -> float:
+        return float(np.percentile(v, 90)) if v else float("nan")
+
+    ms = 1000.0
+    return {
+        "mark_point_err_mm_median": med(mark_err),
+        "mark_point_err_mm_p90": p90(mark_err),
+        "center_err_mm_median": med(centre_err),
+        "center_err_mm_p90": p90(centre_err),
+        "center_xy_err_mm_median": med(centre_xy_err),
+        "radius_err_mm_median": med(radius_err),
+        "radius_err_mm_p90": p90(radius_err),
+        "observe_mark_measure_ms": med(t_total) * ms,
+        "observe_mark_measure_without_capture_ms": med(t_own) * ms,
+        "capture_ms": med(t_capture) * ms,
+        "observe_ms": med(t_observe) * ms,
+        "mark_point_ms": med(t_mark) * ms,
+        "mark_point_object_ms": med(t_mark_obj) * ms,
+        "measure_ms": med(t_measure) * ms,
+        "segment_ms": med(t_segment) * ms,
+        "points_scored": float(len(mark_err)),
+        "objects_scored": float(len(centre_err)),
+    }
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run()))

@@ -1,0 +1,247 @@
+"""Metric geometry of one object from its observed points (robot base frame, metres).
+
+From the points of an object's region (one or several cameras) this module estimates:
+
+* the **footprint**: the outline of the object seen from above (the convex hull of its
+  points projected on the base xy plane), fitted with a circle and with the smallest
+  enclosing rectangle; the shape whose area matches the hull better is reported
+  (``"circle"`` or ``"rectangle"``); ``shape="cylinder"`` makes it a circle.
+  ``radius_m`` is the radius of the smallest circle about the footprint centre that
+  contains the footprint (for a circle its radius, for a rectangle half its diagonal);
+* the **heights**: ``top_z_m`` (highest point), ``bottom_z_m`` (lowest point, or the
+  supporting surface when the object rests on one, since the contact is not visible);
+* ``center_m``: footprint centre in x, y and the middle of bottom and top in z;
+* ``extents_m``: ``[length, width, height]``: length along the yaw direction, width
+  across it, from the oriented bounding box (``shape="box"``, the default) or from the
+  footprint's fit (``"auto"``: the circle's diameter for round outlines;
+  ``"cylinder"``: always the circle); ``yaw_rad``: direction of the rectangle's long
+  side in (-pi/2, pi/2] (0 for circular footprints, where it is undefined);
+* **resting**: whether the object's lowest point sits on the surface around it
+  (``resting_gap_m`` = lowest object point minus the height of the surrounding surface
+  below it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import cv2
+import numpy as np
+
+from captain_perception.core.errors import NothingFoundError
+
+SHAPES = ("box", "cylinder", "auto")
+#: Largest gap (m) between an object's lowest point and the surface under it for the
+#: object to count as resting on that surface.
+RESTING_TOLERANCE_M = 0.015
+#: Fewest 3-D points for a measurement.
+MIN_POINTS = 20
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """The object's outline seen from above (see the module docstring).
+
+    Attributes:
+        shape: ``"circle"`` or ``"rectangle"``.
+        radius_m: radius of the smallest circle about ``center_xy_m`` containing the footprint.
+        center_xy_m: footprint centre in the base frame.
+        circle_radius_m: radius of the fitted circle.
+        rectangle_size_m: ``(length, width)`` of the smallest enclosing rectangle.
+        yaw_rad: direction of the rectangle's long side, (-pi/2, pi/2].
+        area_m2: area of the observed outline.
+    """
+
+    shape: str
+    radius_m: float
+    center_xy_m: tuple[float, float]
+    circle_radius_m: float
+    rectangle_size_m: tuple[float, float]
+    yaw_rad: float
+    area_m2: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-value dict for results."""
+        return {
+            "shape": self.shape,
+            "radius_m": round(self.radius_m, 5),
+            "center_xy_m": [round(v, 5) for v in self.center_xy_m],
+            "circle_radius_m": round(self.circle_radius_m, 5),
+            "rectangle_size_m": [round(v, 5) for v in self.rectangle_size_m],
+            "yaw_rad": round(self.yaw_rad, 4),
+            "area_m2": round(self.area_m2, 6),
+        }
+
+
+@dataclass(frozen=True)
+class ObjectGeometry:
+    """Measured geometry of one object (see the module docstring), base frame, metres."""
+
+    center_m: tuple[float, float, float]
+    top_z_m: float
+    bottom_z_m: float
+    lowest_point_z_m: float
+    extents_m: tuple[float, float, float]
+    yaw_rad: float
+    footprint: Footprint
+    support_z_m: float | None
+    resting_gap_m: float | None
+    point_count: int
+    cameras: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def center_xy_m(self) -> tuple[float, float]:
+        """Footprint centre (x, y)."""
+        return self.center_m[0], self.center_m[1]
+
+    @property
+    def resting(self) -> bool | None:
+        """True when the lowest point sits on the surface around the object (None if unknown)."""
+        if self.resting_gap_m is None:
+            return None
+        return bool(self.resting_gap_m <= RESTING_TOLERANCE_M)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-value dict for results (the policy-facing ``object`` / ``destination``)."""
+        return {
+            "center_m": [round(v, 5) for v in self.center_m],
+            "center_xy_m": [round(v, 5) for v in self.center_xy_m],
+            "top_z_m": round(self.top_z_m, 5),
+            "bottom_z_m": round(self.bottom_z_m, 5),
+            "lowest_point_z_m": round(self.lowest_point_z_m, 5),
+            "extents_m": [round(v, 5) for v in self.extents_m],
+            "yaw_rad": round(self.yaw_rad, 4),
+            "footprint": self.footprint.to_dict(),
+            "support_z_m": None if self.support_z_m is None else round(self.support_z_m, 5),
+            "resting_gap_m": None if self.resting_gap_m is None else round(self.resting_gap_m, 5),
+            "resting": self.resting,
+            "point_count": self.point_count,
+            "cameras": list(self.cameras),
+        }
+
+
+def measure_points(points_base: np.ndarray, *, support_z_m: float | None = None, shape: str = "box",
+                   cameras: tuple[str, ...] = ()) -> ObjectGeometry:
+    """Geometry of an object from its base-frame points (N, 3) (see the module docstring).
+
+    Args:
+        points_base: the object's observed points, metres; NaN rows are ignored.
+        support_z_m: height of the surface around and below the object, or None.
+        shape: ``"box"`` (oriented-box extents; footprint shape from the outline),
+            ``"auto"`` (extents from the footprint's fit) or ``"cylinder"`` (circle).
+        cameras: names of the cameras the points came from (reported back).
+
+    Raises:
+        NothingFoundError: fewer than ``MIN_POINTS`` valid points.
+    """
+    pts = np.asarray(points_base, dtype=np.float64).reshape(-1, 3)
+    pts = pts[np.all(np.isfinite(pts), axis=1)]
+    if len(pts) < MIN_POINTS:
+        raise NothingFoundError(f"only {len(pts)} 3-D points on the object (need {MIN_POINTS}); "
+                                "mark a pixel nearer the middle of the object or use another camera")
+    z = pts[:, 2]
+    top = float(np.percentile(z, 99.7))
+    lowest = float(np.percentile(z, 0.3))
+    footprint = fit_footprint(pts[:, :2], shape)
+
+    gap = None if support_z_m is None else lowest - float(support_z_m)
+    bottom = lowest
+    if gap is not None and gap <= RESTING_TOLERANCE_M:
+        bottom = min(lowest, float(support_z_m)) if gap > 0 else lowest
+    height = max(top - bottom, 0.0)
+    cx, cy = footprint.center_xy_m
+    if footprint.shape == "circle" and shape != "box":
+        length = width = 2.0 * footprint.circle_radius_m
+    else:
+        length, width = footprint.rectangle_size_m
+    yaw = 0.0 if footprint.shape == "circle" else footprint.yaw_rad
+    return ObjectGeometry(
+        center_m=(cx, cy, 0.5 * (top + bottom)),
+        top_z_m=top,
+        bottom_z_m=bottom,
+        lowest_point_z_m=lowest,
+        extents_m=(float(length), float(width), float(height)),
+        yaw_rad=float(yaw),
+        footprint=footprint,
+        support_z_m=None if support_z_m is None else float(support_z_m),
+        resting_gap_m=None if gap is None else float(gap),
+        point_count=len(pts),
+        cameras=tuple(cameras),
+    )
+
+
+def fit_footprint(xy: np.ndarray, shape: str = "box") -> Footprint:
+    """Fit a circle and a rectangle to the outline of points (N, 2), metres."""
+    xy = np.asarray(xy, dtype=np.float64)
+    if len(xy) > 20000:
+        xy = xy[np.random.default_rng(0).choice(len(xy), 20000, replace=False)]
+    origin = xy.mean(axis=0)
+    local = ((xy - origin) * 1000.0).astype(np.float32)  # millimetres keep cv2 well conditioned
+    hull = cv2.convexHull(local)
+    area = float(cv2.contourArea(hull)) * 1e-6
+    (rcx, rcy), (rw, rh), rangle = cv2.minAreaRect(hull)
+    (ccx, ccy), crad = cv2.minEnclosingCircle(hull)
+    crad_m = float(crad) * 1e-3
+    length, width = (rw, rh) if rw >= rh else (rh, rw)
+    yaw = math.radians(rangle) if rw >= rh else math.radians(rangle + 90.0)
+    yaw = _wrap_half_pi(yaw)
+    rect_area = max(rw * rh * 1e-6, 1e-12)
+    circ_area = max(math.pi * crad_m ** 2, 1e-12)
+    if shape == "cylinder":
+        kind = "circle"
+    else:
+        # a disc fills ~100 % of its circle and pi/4 of its rectangle; a rectangle fills
+        # 100 % of its rectangle and at most 2/pi of its circle
+        kind = "circle" if area / circ_area > area / rect_area * 0.92 else "rectangle"
+    if kind == "circle":
+        centre = np.array([ccx, ccy]) * 1e-3 + origin
+        radius = crad_m
+    else:
+        centre = np.array([rcx, rcy]) * 1e-3 + origin
+        radius = 0.5e-3 * math.hypot(rw, rh)
+    return Footprint(
+        shape=kind,
+        radius_m=float(radius),
+        center_xy_m=(float(centre[0]), float(centre[1])),
+        circle_radius_m=crad_m,
+        rectangle_size_m=(float(length) * 1e-3, float(width) * 1e-3),
+        yaw_rad=float(yaw),
+        area_m2=area,
+    )
+
+
+def _wrap_half_pi(angle: float) -> float:
+    """Wrap an undirected axis angle into (-pi/2, pi/2]."""
+    a = math.fmod(angle, math.pi)
+    if a <= -math.pi / 2:
+        a += math.pi
+    elif a > math.pi / 2:
+        a -= math.pi
+    return a
+
+
+def surrounding_support_z(points_base: np.ndarray, mask: np.ndarray, lowest_z_m: float,
+                          ring_px: int = 8, fallback_z_m: float | None = None) -> float | None:
+    """Height of the surface around and below an object, from a ring of pixels around its mask.
+
+    Takes the ring pixels that lie below the object's lowest point (plus 1 cm) and returns
+    a high percentile of their heights: the top of whatever the object stands on.
+    ``fallback_z_m`` (e.g. the table height) is returned when the ring has no such pixels.
+    """
+    m = mask.astype(np.uint8)
+    ys, xs = np.nonzero(m)
+    if len(xs) == 0:
+        return fallback_z_m
+    h, w = mask.shape
+    y0, y1 = max(0, ys.min() - ring_px - 1), min(h, ys.max() + ring_px + 2)
+    x0, x1 = max(0, xs.min() - ring_px - 1), min(w, xs.max() + ring_px + 2)
+    crop = m[y0:y1, x0:x1]
+    ring = cv2.dilate(crop, np.ones((2 * ring_px + 1, 2 * ring_px + 1), np.uint8)).astype(bool) & ~crop.astype(bool)
+    z = points_base[y0:y1, x0:x1, 2][ring]
+    z = z[np.isfinite(z)]
+    z = z[z < lowest_z_m + 0.01]
+    if len(z) < 10:
+        return fallback_z_m
+    return float(np.percentile(z, 90))

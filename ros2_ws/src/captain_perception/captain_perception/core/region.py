@@ -1,0 +1,243 @@
+"""Region growing: the pixels of the object around a seed pixel, from depth and colour.
+
+The image is cut into surface pieces along three kinds of boundary between
+neighbouring pixels:
+
+* a **depth break**: the two 3-D points are farther apart than the surface could be
+  (an occluding edge);
+* a **contact crease**: the surface normal turns sharply *and* the colour changes there
+  (where an object rests on or leans against another one);
+* a **strong colour edge**: a colour change large enough to separate objects on its own.
+
+Pixels on the **support plane** (the largest horizontal surface, normally the table, and
+within ``support_band_m`` of it) and pixels without depth are removed. The object is
+the connected piece that contains the seed. Printed texture on a flat face (a crease
+is missing) and shading across a curved surface (colour changes slowly) do not cut an
+object apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from captain_perception.core.pointcloud import FrameCloud, normal_planes
+
+
+@dataclass(frozen=True)
+class RegionParams:
+    """Thresholds of region growing.
+
+    Attributes:
+        max_object_size_m: largest object extent searched around the seed, metres.
+        window_size_m: half-size of the first search window of a single query, metres.
+        depth_break_px: neighbours farther apart than this many pixel footprints (plus
+            ``depth_break_min_m``) are on different surfaces.
+        depth_break_min_m: smallest 3-D gap that counts as a depth break, metres.
+        crease_deg: normal turn (degrees) between pixels two apart that marks a crease.
+        colour_edge: CIE76 colour difference (L*a*b*) between neighbours that counts as
+            a colour edge at a crease.
+        strong_colour_edge: colour difference that separates pieces even without a crease.
+        support_band_m: pixels this close to the support plane (with an upward normal)
+            belong to the support, metres.
+        min_region_px: a seed piece smaller than this is merged with its surroundings
+            by retrying without colour cuts.
+    """
+
+    max_object_size_m: float = 0.45
+    window_size_m: float = 0.25
+    depth_break_px: float = 4.0
+    depth_break_min_m: float = 0.006
+    crease_deg: float = 30.0
+    colour_edge: float = 10.0
+    strong_colour_edge: float = 1e9
+    support_band_m: float = 0.004
+    min_region_px: int = 30
+
+
+@dataclass(frozen=True)
+class Region:
+    """A grown region.
+
+    Attributes:
+        mask: (H, W) bool mask over the full frame.
+        seed_px: (x, y) integer pixel the region was grown from.
+        on_support: the seed lies on the support plane itself (the region is that surface).
+        support_height_m: base-frame height of the support plane used, or None.
+        touches_crop_border: the region reached the border of the search window.
+    """
+
+    mask: np.ndarray
+    seed_px: tuple[int, int]
+    on_support: bool
+    support_height_m: float | None
+    touches_crop_border: bool
+
+    @property
+    def pixel_count(self) -> int:
+        """Number of pixels in the region."""
+        return int(self.mask.sum())
+
+
+def search_window(cloud: FrameCloud, x: int, y: int, size_m: float) -> tuple[int, int, int, int]:
+    """Pixel window ``(y0, y1, x0, x1)`` that covers ``size_m`` around pixel (x, y)."""
+    d = cloud.depth_m[y, x]
+    if not np.isfinite(d):
+        d = float(np.nanmedian(cloud.depth_m)) if np.isfinite(cloud.depth_m).any() else 1.0
+    half = int(np.ceil(size_m / float(cloud.pixel_size_m(max(d, 0.05))))) + 4
+    return (max(0, y - half), min(cloud.height, y + half + 1),
+            max(0, x - half), min(cloud.width, x + half + 1))
+
+
+def surface_pieces(cloud: FrameCloud, window: tuple[int, int, int, int] | None = None,
+                   params: RegionParams | None = None, use_colour: bool = True
+                   ) -> tuple[np.ndarray, np.ndarray, float | None]:
+    """Cut a window of the frame into surface pieces (see the module docstring).
+
+    Returns:
+        ``(labels, support, support_height_m)``: int32 labels of the window (0 = cut,
+        support or invalid), the window's support-plane mask, and the support height.
+    """
+    p = params or RegionParams()
+    y0, y1, x0, x1 = window or (0, cloud.height, 0, cloud.width)
+    P = np.ascontiguousarray(cloud.point_planes[:, y0:y1, x0:x1])
+    valid = np.isfinite(P[2])
+    lab = cloud.lab[y0:y1, x0:x1]
+    Lab = [np.ascontiguousarray(lab[..., i]) for i in range(3)]
+    # normals at half resolution (smoothed over ~6 px anyway), repeated back to full size
+    N = normal_planes(np.ascontiguousarray(P[:, ::2, ::2]), cloud.camera_position_base, 3)
+    N = np.repeat(np.repeat(N, 2, axis=1), 2, axis=2)[:, :P.shape[1], :P.shape[2]]
+    depth = cloud.depth_m[y0:y1, x0:x1]
+
+    table = cloud.table_height_m()
+    if table is not None:
+        support = valid & (np.abs(P[2] - table) < p.support_band_m)
+    else:
+        support = np.zeros_like(valid)
+
+    tol = p.depth_break_min_m + p.depth_break_px * cloud.pixel_size_m(np.nan_to_num(depth, nan=1.0))
+    tol2 = (tol * tol).astype(np.float32)
+    node_ok = valid & ~support
+    cos_crease = np.float32(np.cos(np.radians(p.crease_deg)))
+    colour2 = np.float32(p.colour_edge ** 2)
+    strong2 = np.float32(min(p.strong_colour_edge, 1e6) ** 2)
+    h, w = node_ok.shape
+    # Connectivity on a doubled grid: pixel (i, j) sits at (2i, 2j); the cell between two
+    # neighbours is set when they are connected, so 4-connected components of the grid
+    # are the pieces.
+    grid = np.zeros((2 * h - 1, 2 * w - 1), np.uint8)
+    grid[::2, ::2] = node_ok
+    for axis in (0, 1):
+        if axis == 0:
+            a_t, b_t = np.s_[:-1, :], np.s_[1:, :]
+            a2, b2, mid = np.s_[:-3, :], np.s_[3:, :], np.s_[1:-1, :]
+        else:
+            a_t, b_t = np.s_[:, :-1], np.s_[:, 1:]
+            a2, b2, mid = np.s_[:, :-3], np.s_[:, 3:], np.s_[:, 1:-1]
+        gap2 = sum((c[a_t] - c[b_t]) ** 2 for c in P)
+        keep = (gap2 <= np.minimum(tol2[a_t], tol2[b_t])) & node_ok[a_t] & node_ok[b_t]
+        if use_colour:
+            dcol2 = sum((c[a_t] - c[b_t]) ** 2 for c in Lab)
+            if strong2 < 1e12:
+                keep &= dcol2 <= strong2
+            # concave (valley) creases only, normals compared three pixels apart:
+            # normals converge there, (nb - na).(pb - pa) < 0
+            dot = sum(N[i][a2] * N[i][b2] for i in range(3))
+            conc = sum((N[i][b2] - N[i][a2]) * (P[i][b2] - P[i][a2]) for i in range(3))
+            crease = np.zeros(keep.shape, bool)
+            crease[mid] = (dot < cos_crease) & (conc < 0)
+            keep &= ~(crease & (dcol2 > colour2))
+        if axis == 0:
+            grid[1::2, ::2] = keep
+        else:
+            grid[::2, 1::2] = keep
+    _, big = cv2.connectedComponents(grid, connectivity=4, ltype=cv2.CV_32S)
+    labels = big[::2, ::2].astype(np.int32)
+    labels[~node_ok] = 0
+    return labels, support, table
+
+
+def frame_pieces(cloud: FrameCloud, params: RegionParams | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, float | None]:
+    """``surface_pieces`` of the whole frame, computed once per cloud and parameters."""
+    p = params or RegionParams()
+    key = ("pieces", p)
+    if key not in cloud.cache:
+        cloud.cache[key] = surface_pieces(cloud, None, p)
+    return cloud.cache[key]  # type: ignore[return-value]
+
+
+def grow_region(cloud: FrameCloud, x: float, y: float, params: RegionParams | None = None) -> Region | None:
+    """The object region around pixel ``(x, y)`` (see the module docstring).
+
+    Returns None when the seed has no depth within a few pixels.
+    """
+    p = params or RegionParams()
+    ix = int(np.clip(round(x), 0, cloud.width - 1))
+    iy = int(np.clip(round(y), 0, cloud.height - 1))
+    full = (0, cloud.height, 0, cloud.width)
+    key = ("pieces", p)
+    queries = int(cloud.cache.get("region_queries", 0)) + 1  # type: ignore[call-overload]
+    cloud.cache["region_queries"] = queries
+    if key in cloud.cache or queries > 1:
+        window = full
+        labels, support, table = frame_pieces(cloud, p)
+    else:
+        # a single query: cut only a window around the seed; redo on the full frame if
+        # the object reaches the window's border
+        window = search_window(cloud, ix, iy, p.window_size_m)
+        labels, support, table = surface_pieces(cloud, window, p)
+    for attempt in range(2):
+        if attempt == 1:
+            # the seed piece is tiny (texture cut it off): grow without colour cuts nearby
+            window = search_window(cloud, ix, iy, p.max_object_size_m)
+            labels, support, table = surface_pieces(cloud, window, p, use_colour=False)
+        y0, y1, x0, x1 = window
+        sx, sy = ix - x0, iy - y0
+        if support[sy, sx]:
+            piece = _support_piece(support, sx, sy)
+            on_support = True
+        else:
+            lab_id = _seed_label(labels, sx, sy)
+            if lab_id is None:
+                return None
+            piece = labels == lab_id
+            on_support = False
+            if piece.sum() < p.min_region_px and attempt == 0:
+                continue
+        mask = np.zeros((cloud.height, cloud.width), bool)
+        mask[y0:y1, x0:x1] = piece
+        border = (piece[0, :].any() and y0 > 0) or (piece[-1, :].any() and y1 < cloud.height) or \
+                 (piece[:, 0].any() and x0 > 0) or (piece[:, -1].any() and x1 < cloud.width)
+        if border and attempt == 0 and window != full:
+            return grow_region_full(cloud, ix, iy, p)
+        return Region(mask=mask, seed_px=(ix, iy), on_support=on_support, support_height_m=table,
+                      touches_crop_border=bool(border))
+    return None
+
+
+def grow_region_full(cloud: FrameCloud, x: float, y: float, params: RegionParams | None = None) -> Region | None:
+    """``grow_region`` on the whole frame (the frame's pieces are computed and cached)."""
+    frame_pieces(cloud, params or RegionParams())
+    return grow_region(cloud, x, y, params)
+
+
+def _seed_label(labels: np.ndarray, sx: int, sy: int, radius: int = 4) -> int | None:
+    """Label at the seed, or the most common label among the nearest labelled pixels."""
+    if labels[sy, sx] > 0:
+        return int(labels[sy, sx])
+    h, w = labels.shape
+    for r in range(1, radius + 1):
+        win = labels[max(0, sy - r):min(h, sy + r + 1), max(0, sx - r):min(w, sx + r + 1)]
+        vals = win[win > 0]
+        if vals.size:
+            ids, counts = np.unique(vals, return_counts=True)
+            return int(ids[np.argmax(counts)])
+    return None
+
+
+def _support_piece(support: np.ndarray, sx: int, sy: int) -> np.ndarray:
+    _, lab = cv2.connectedComponents(support.astype(np.uint8), connectivity=4)
+    return lab == lab[sy, sx]

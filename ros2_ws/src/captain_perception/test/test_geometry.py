@@ -1,0 +1,72 @@
+"""Object geometry from point sets: footprints, extents, yaw, resting."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from captain_perception.core.errors import NothingFoundError
+from captain_perception.core.geometry import fit_footprint, measure_points
+
+RNG = np.random.default_rng(0)
+
+
+def _cylinder(cx: float, cy: float, r: float, z0: float, z1: float, n: int = 3000) -> np.ndarray:
+    a = RNG.uniform(0, 2 * np.pi, n)
+    z = RNG.uniform(z0, z1, n)
+    side = np.stack([cx + r * np.cos(a), cy + r * np.sin(a), z], 1)
+    rr = r * np.sqrt(RNG.uniform(0, 1, n))
+    b = RNG.uniform(0, 2 * np.pi, n)
+    top = np.stack([cx + rr * np.cos(b), cy + rr * np.sin(b), np.full(n, z1)], 1)
+    return np.concatenate([side, top])
+
+
+def _box(c: tuple[float, float, float], size: tuple[float, float, float], yaw: float, n: int = 6000) -> np.ndarray:
+    p = RNG.uniform(-0.5, 0.5, (n, 3)) * np.array(size)
+    p[: n // 3, 2] = size[2] / 2  # a top face
+    R = np.array([[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0], [0, 0, 1]])
+    return p @ R.T + np.array(c)
+
+
+def test_cylinder_is_a_circle_with_its_radius_and_centre():
+    g = measure_points(_cylinder(0.5, -0.1, 0.041, 0.0, 0.09), support_z_m=0.0)
+    assert g.footprint.shape == "circle"
+    assert g.footprint.radius_m == pytest.approx(0.041, abs=1e-3)
+    assert g.center_m[0] == pytest.approx(0.5, abs=1e-3) and g.center_m[1] == pytest.approx(-0.1, abs=1e-3)
+    assert g.center_m[2] == pytest.approx(0.045, abs=2e-3)
+    assert g.top_z_m == pytest.approx(0.09, abs=1e-3)
+    assert g.resting
+
+
+def test_box_has_extents_yaw_and_half_diagonal_radius():
+    g = measure_points(_box((0.4, 0.2, 0.03), (0.12, 0.06, 0.06), math.radians(30)), support_z_m=0.0)
+    assert g.footprint.shape == "rectangle"
+    assert g.extents_m[0] == pytest.approx(0.12, abs=3e-3)
+    assert g.extents_m[1] == pytest.approx(0.06, abs=3e-3)
+    assert g.extents_m[2] == pytest.approx(0.06, abs=3e-3)
+    assert g.yaw_rad == pytest.approx(math.radians(30), abs=0.03)
+    assert g.footprint.radius_m == pytest.approx(math.hypot(0.06, 0.03), abs=3e-3)
+
+
+def test_shape_choices():
+    pts = _cylinder(0.0, 0.0, 0.05, 0.0, 0.02)
+    assert fit_footprint(pts[:, :2], "box").shape == "circle"  # the outline decides
+    assert fit_footprint(_box((0, 0, 0), (0.1, 0.1, 0.1), 0.0)[:, :2], "cylinder").shape == "circle"
+    auto = measure_points(pts, shape="auto")
+    assert auto.extents_m[0] == pytest.approx(0.1, abs=2e-3) and auto.yaw_rad == 0.0
+
+
+def test_floating_object_is_not_resting():
+    g = measure_points(_cylinder(0.0, 0.0, 0.05, 0.10, 0.15), support_z_m=0.0)
+    assert g.resting is False
+    assert g.resting_gap_m == pytest.approx(0.10, abs=2e-3)
+    assert g.bottom_z_m == pytest.approx(0.10, abs=2e-3)
+
+
+def test_too_few_points_fail_clearly():
+    with pytest.raises(NothingFoundError, match="3-D points"):
+        measure_points(np.zeros((5, 3)))
+    with pytest.raises(NothingFoundError):
+        measure_points(np.full((100, 3), np.nan))
