@@ -4,6 +4,7 @@ processes over Fast DDS, with feedback, result and cancel, on an isolated domain
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -23,8 +24,13 @@ def server(ros_domain: int):
     line = proc.stdout.readline()
     assert line.strip() == "READY", f"server failed to start: {line!r}"
     yield proc
-    proc.terminate()
-    proc.wait(timeout=10)
+    proc.send_signal(signal.SIGINT)
+    try:
+        assert proc.wait(timeout=15) == 0, "the server did not exit cleanly on SIGINT"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def _wait(node, future, timeout_s: float = 15.0):
