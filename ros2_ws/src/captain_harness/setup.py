@@ -26,6 +26,8 @@ setup(
     python_requires=">=3.11",
     entry_points={
         "console_scripts": [
+            "harness_node = captain_harness.nodes.harness_node:main",
+            "episode_runner_node = captain_harness.nodes.episode_runner_node:main",
         ],
     },
 )

@@ -24,7 +24,11 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.11",
     entry_points={
+        "captain.primitives": [
+            "perception = captain_perception.core.primitives:build",
+        ],
         "console_scripts": [
+            "perception_node = captain_perception.nodes.perception_node:main",
         ],
     },
 )

@@ -44,23 +44,32 @@ class NodeSpec:
         package: the ament package that installs its executable.
         executable: the executable name for ``launch_ros.actions.Node``.
         factory: ``"module:callable"`` returning the rclpy Node for the in-process runner;
-            called as ``factory(node_name=..., parameter_overrides=[...])``.
+            called as ``factory(node_name=...)`` when it takes ``node_name`` (else with no
+            arguments); parameters and namespace reach it as they reach a launched node,
+            through ``--ros-args --params-file ... -r __ns:=...``.
+        schema: ``"module:ATTRIBUTE"`` of the node's parameter schema (a tuple of
+            ``ParamSpec``), or ``""`` for a node without one; the runner and the tests
+            validate the YAML values against it.
     """
 
     name: str
     package: str
     executable: str
     factory: str
+    schema: str = ""
 
 
 HARNESS = NodeSpec("harness", "captain_harness", "harness_node",
-                   "captain_harness.nodes.harness_node:HarnessNode")
+                   "captain_harness.nodes.harness_node:HarnessNode",
+                   "captain_harness.nodes.harness_params:SCHEMA")
 PERCEPTION = NodeSpec("perception", "captain_perception", "perception_node",
-                      "captain_perception.nodes.perception_node:PerceptionNode")
+                      "captain_perception.nodes.perception_node:PerceptionNode",
+                      "captain_perception.nodes.perception_params:SCHEMA")
 EPISODE_RUNNER = NodeSpec("episode_runner", "captain_harness", "episode_runner_node",
-                          "captain_harness.nodes.episode_runner_node:EpisodeRunnerNode")
+                          "captain_harness.nodes.episode_runner_node:EpisodeRunnerNode",
+                          "captain_harness.nodes.episode_runner_params:SCHEMA")
 XR1_TWIN = NodeSpec("xr1_twin", "captain_backends", "xr1_twin",
-                    "captain_backends.nodes.xr1_twin:Xr1TwinNode")
+                    "captain_backends.nodes.xr1_twin:XR1Twin")
 
 #: Which nodes each bringup runs, in start order.
 STACKS: dict[str, tuple[NodeSpec, ...]] = {
@@ -84,18 +93,38 @@ def param_files(stack: str, config_dir: Path | None = None) -> list[Path]:
     return [config_dir / "captain.yaml", config_dir / f"{stack}.yaml"]
 
 
-def load_params(stack: str, config_dir: Path | None = None) -> dict[str, dict[str, Any]]:
-    """Merged ``ros__parameters`` per node name, as ``ros2 launch`` would apply them."""
+def flatten(params: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested YAML groups as dotted ROS parameter names (``{"motion": {"a": 1}}`` ->
+    ``{"motion.a": 1}``), as ROS 2 reads a parameter file."""
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def node_key(key: str) -> str:
+    """The node name of a parameter-file key (``harness``, ``/harness``, ``/**/harness``)."""
+    return str(key).rsplit("/", 1)[-1]
+
+
+def load_params(stack: str, config_dir: Path | None = None,
+                extra_files: list[Path] | None = None) -> dict[str, dict[str, Any]]:
+    """Merged ``ros__parameters`` per node name (dotted names for nested groups), as
+    ``ros2 launch`` would apply them; ``extra_files`` are further overlays, last wins."""
     merged: dict[str, dict[str, Any]] = {}
-    for path in param_files(stack, config_dir):
+    for path in [*param_files(stack, config_dir), *(extra_files or [])]:
         try:
-            data = yaml.safe_load(path.read_text()) or {}
+            data = yaml.safe_load(Path(path).read_text()) or {}
         except (OSError, yaml.YAMLError) as exc:
             raise StackError(f"cannot read parameter file {path}: {exc}") from exc
         for node, body in data.items():
             if not isinstance(body, dict) or "ros__parameters" not in body:
                 raise StackError(f"{path}: entry {node!r} must contain 'ros__parameters'")
-            merged.setdefault(node, {}).update(body["ros__parameters"] or {})
+            merged.setdefault(node_key(node), {}).update(flatten(body["ros__parameters"] or {}))
     known = {n.name for n in stack_nodes(stack)}
     stray = sorted(set(merged) - known - {n.name for s in STACKS.values() for n in s})
     if stray:

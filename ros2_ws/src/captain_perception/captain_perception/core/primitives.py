@@ -710,3 +710,9 @@ class Perception:
         t = time.perf_counter()
         out = getattr(self, name)(*args, **kwargs)
         return out, time.perf_counter() - t
+
+
+def build(driver: RobotDriver, workspace: str | Path, robot_state: RobotStateProvider | None = None) -> Perception:
+    """Factory of the ``captain.primitives`` entry point: the perception and measurement
+    calls over ``driver``, saving frames in ``workspace``, with the harness's robot state."""
+    return Perception(driver, workspace, robot_state=robot_state)

@@ -142,21 +142,32 @@ def default_backend(request: BackendRequest) -> Backend:
     driver.activate()
     api = RobotAPI()
     MotionPrimitives(driver).register(api)
-    _register_perception(api, driver, request)
+    register_primitive_providers(api, driver, request)
     return Backend(api=api, task=task, check_success=driver.check_success, host_context=driver.snapshot,
                    driver=driver, close=driver.shutdown)
 
 
-def _register_perception(api: RobotAPI, driver: Any, request: BackendRequest) -> None:
-    """Register the perception and measurement primitives. ``observe()`` reports the same
-    robot state as ``get_robot_state()`` (the motion layer's kinematics), read without
-    logging a call."""
-    from captain_perception.core.primitives import Perception
+#: Entry-point group of packages that add policy-facing primitives to the harness
+#: (captain_perception registers its perception and measurement calls here). Each entry
+#: is a factory ``(driver, workspace, robot_state) -> object with @primitive methods``.
+PRIMITIVE_PROVIDERS_GROUP = "captain.primitives"
+
+
+def register_primitive_providers(api: RobotAPI, driver: Any, request: BackendRequest) -> list[str]:
+    """Register the primitives of every installed provider (perception, measurement, ...)
+    into ``api``; returns the provider names. Providers read the robot state the policy
+    sees (``get_robot_state()``'s value, the motion layer's kinematics) without logging a
+    call."""
+    from importlib.metadata import entry_points
 
     state_spec = api.specs.get("get_robot_state")
 
     def robot_state() -> dict[str, Any]:
-        return state_spec.fn().result["value"] if state_spec is not None else {}
+        return state_spec.fn().result["value"]
 
-    api.register_object(Perception(driver, request.workspace,
-                                   robot_state=robot_state if state_spec is not None else None))
+    names = []
+    for ep in sorted(entry_points(group=PRIMITIVE_PROVIDERS_GROUP), key=lambda e: e.name):
+        factory = ep.load()
+        api.register_object(factory(driver, request.workspace, robot_state if state_spec is not None else None))
+        names.append(ep.name)
+    return names

@@ -8,7 +8,10 @@ history as tool messages, and the next request goes out. The loop ends when
 * a reply has no tool call,
 * a budget is exhausted when the next request would start (requests, physical
   actions or wall time; the wall time also bounds every cell),
-* the policy cannot be reached (an infrastructure failure).
+* the policy cannot be reached (an infrastructure failure),
+* the ``before_request`` hook asks to stop (RL: the critic cut or the missed-finish
+  stop); the hook receives the host-only snapshot taken before the request, which never
+  reaches the policy's session.
 
 Each request is recorded as a row (the request's messages plus the reply) and an event
 (code, outputs, receipts, timings, token ids).
@@ -61,6 +64,7 @@ class LoopResult:
     end_reason: str
     requests: int
     error: str | None = None
+    stopped_by_hook: bool = False
     policy_s: list[float] = field(default_factory=list)
     harness_s: list[float] = field(default_factory=list)
     robot_s: list[float] = field(default_factory=list)
@@ -68,6 +72,31 @@ class LoopResult:
 
 #: Called after every request with its event dict (for streaming to a console).
 EventCallback = Callable[[dict[str, Any]], None]
+#: Called before every request with (request_index, host snapshot or None); a returned
+#: string ends the episode with that end reason before the request is made.
+BeforeRequestHook = Callable[[int, Any], "str | None"]
+
+_NOT_TAKEN = object()
+
+
+def request_record(cells: list[dict[str, Any]], finished_before: bool, finished_after: bool) -> dict[str, Any]:
+    """What one request did, for RL credit (counts over the request's cells).
+
+    * ``physical_actions``: physical robot calls attempted (rejected and failed ones included);
+    * ``failed_actions``: of those, the ones that did not succeed;
+    * ``python_error_only``: the reply had cells, every one ended in a Python error (or was
+      a malformed tool call) and no robot call was made;
+    * ``accepted_finish``: ``finish()`` was accepted during this request.
+    """
+    calls = [c for cell in cells for c in cell.get("calls") or []]
+    physical = [c for c in calls if c.get("physical")]
+    errored = bool(cells) and all(cell.get("error") for cell in cells)
+    return {
+        "physical_actions": len(physical),
+        "failed_actions": sum(1 for c in physical if not c.get("success")),
+        "python_error_only": errored and not calls,
+        "accepted_finish": finished_after and not finished_before,
+    }
 
 
 class EpisodeLoop:
@@ -86,6 +115,7 @@ class EpisodeLoop:
         config: LoopConfig | None = None,
         host_context: Callable[[], Any] | None = None,
         on_event: EventCallback | None = None,
+        before_request: BeforeRequestHook | None = None,
     ) -> None:
         self.episode_id = episode_id
         self.session = session
@@ -97,6 +127,7 @@ class EpisodeLoop:
         self.config = config or LoopConfig()
         self.host_context = host_context
         self.on_event = on_event
+        self.before_request = before_request
         self.cell_index = 0
         self.started_s = time.monotonic()
         #: The result so far (complete once ``run`` returns; partial if it raised).
@@ -110,13 +141,31 @@ class EpisodeLoop:
             if exhausted:
                 result.end_reason = f"budget_{exhausted}"
                 return result
-            end = self._request(result)
+            context: Any = _NOT_TAKEN
+            if self.before_request is not None:
+                index = self.budget.requests_used + 1
+                context = self._take_context(index)
+                stop = self.before_request(index, context)
+                if stop:
+                    result.end_reason = str(stop)
+                    result.stopped_by_hook = True
+                    return result
+            end = self._request(result, context)
             if end:
                 result.end_reason = end
                 return result
 
     # ---------------------------------------------------------------- request
-    def _request(self, result: LoopResult) -> str | None:
+    def _take_context(self, index: int) -> Any:
+        """The host-only snapshot before request ``index`` (written when recording snapshots)."""
+        if self.host_context is None:
+            return None
+        context = self.host_context()
+        if self.config.record_snapshots:
+            self.recorder.write_snapshot(index, context)
+        return context
+
+    def _request(self, result: LoopResult, context: Any = _NOT_TAKEN) -> str | None:
         t0 = time.perf_counter()
         self.budget.requests_used += 1
         index = self.budget.requests_used
@@ -131,12 +180,11 @@ class EpisodeLoop:
             image_root=self.recorder.root,
             budget=self.budget.to_dict(),
         )
-        if self.host_context is not None and (self.policy.wants_host_context or self.config.record_snapshots):
-            context = self.host_context()
-            if self.config.record_snapshots:
-                self.recorder.write_snapshot(index, context)
-            if self.policy.wants_host_context:
-                request.host_context = context
+        if context is _NOT_TAKEN and self.host_context is not None and (
+                self.policy.wants_host_context or self.config.record_snapshots):
+            context = self._take_context(index)
+        if self.policy.wants_host_context and context is not _NOT_TAKEN:
+            request.host_context = context
         t_policy = time.perf_counter()
         try:
             reply = self.policy.act(request)
@@ -155,6 +203,7 @@ class EpisodeLoop:
         self.recorder.write_row(index, [*messages, assistant], total_tokens)
 
         robot_before = self.router.robot_s
+        finished_before = self.router.finished
         turn = Turn(request_index=index, assistant=assistant)
         cells: list[dict[str, Any]] = []
         code_s = 0.0
@@ -177,6 +226,7 @@ class EpisodeLoop:
         result.robot_s.append(robot_s)
         result.harness_s.append(harness_s)
         event = self._event(index, reply, cells, policy_s, robot_s, code_s, harness_s, estimated)
+        event["request_record"] = request_record(cells, finished_before, self.router.finished)
         self.recorder.write_event(event)
         if self.on_event is not None:
             self.on_event(event)

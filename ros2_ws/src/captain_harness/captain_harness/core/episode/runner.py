@@ -37,7 +37,7 @@ from captain_harness.core.episode.backend import (
 )
 from captain_harness.core.episode.gate import CompletionGate, GateConfig, standards_for
 from captain_harness.core.episode.history import History, HistoryConfig
-from captain_harness.core.episode.loop import EpisodeLoop, EventCallback, LoopConfig
+from captain_harness.core.episode.loop import BeforeRequestHook, EpisodeLoop, EventCallback, LoopConfig
 from captain_harness.core.episode.outcome import EpisodeOutcome, classify
 from captain_harness.core.episode.policy.base import PolicyClient
 from captain_harness.core.episode.policy.registry import PolicySpec, make_policy
@@ -106,7 +106,7 @@ def _initial_images(backend: Backend, recorder: EpisodeRecorder) -> list[str]:
         outcome = backend.api.call("observe")
         names = _image_names(outcome.result.get("value"), recorder.workspace)
     elif backend.driver is not None and hasattr(backend.driver, "capture"):
-        names = _capture_frames(backend.driver, recorder.workspace)
+        names = capture_frames(backend.driver, recorder.workspace)
     paths = []
     for name in names[:4]:
         path, _problem = recorder.images.attach(name)
@@ -139,7 +139,7 @@ def _image_names(value: Any, workspace: Path, depth: int = 0) -> list[str]:
     return []
 
 
-def _capture_frames(driver: Any, workspace: Path) -> list[str]:
+def capture_frames(driver: Any, workspace: Path) -> list[str]:
     """Capture the head and wrist cameras into ``obs_000_head.png`` / ``obs_000_wrist.png``."""
     import io
 
@@ -170,6 +170,7 @@ def run_episode(
     config: EpisodeConfig | None = None,
     episode_id: str | None = None,
     on_event: EventCallback | None = None,
+    before_request: BeforeRequestHook | None = None,
 ) -> EpisodeOutcome:
     """Run one episode and write its records under ``out_dir``. See the module docstring.
 
@@ -184,6 +185,9 @@ def run_episode(
         config: episode settings.
         episode_id: the episode id (default: generated).
         on_event: called after every request with its event.
+        before_request: called before every request with (request index, host-only
+            snapshot); a returned string ends the episode with that end reason (RL early
+            stops). The snapshot stays on the host.
     """
     cfg = config or EpisodeConfig()
     out = Path(out_dir)
@@ -278,10 +282,11 @@ def run_episode(
             config=cfg.loop,
             host_context=backend.host_context,
             on_event=on_event,
+            before_request=before_request,
         )
         loop_result = loop.run()
         error = loop_result.error
-        if cfg.loop.record_snapshots and backend.host_context is not None:
+        if cfg.loop.record_snapshots and backend.host_context is not None and not loop_result.stopped_by_hook:
             recorder.write_snapshot(loop_result.requests + 1, backend.host_context())
     except Exception as exc:  # the episode ends cleanly, with its record
         error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"

@@ -1,0 +1,75 @@
+"""`captain bringup sim|xr1_twin|xr1_real`: host a stack's ROS 2 nodes in one process.
+
+The same nodes with the same parameters as ``ros2 launch captain_bringup
+<stack>.launch.py`` (see ``captain_bringup.runner``). Prints ``READY ...`` once every
+node is up; Ctrl-C (SIGINT) or SIGTERM holds the arm, shuts the drivers down and exits 0.
+
+    captain bringup sim
+    captain bringup sim --param harness.driver=mock --param harness.camera_rate_hz=0
+    captain bringup xr1_twin --namespace robot1
+    captain bringup sim --describe
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, dict[str, Any]]:
+    """``node.parameter=value`` strings -> ``{node: {parameter: value}}`` (values parsed as
+    YAML: ``0.5`` is a float, ``[a, b]`` a list, ``true`` a bool)."""
+    out: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        node, dot, name = key.partition(".")
+        if not sep or not dot or not node or not name:
+            raise typer.BadParameter(f"--param {pair!r} must look like node.parameter=value, "
+                                     "e.g. harness.driver=mock")
+        out.setdefault(node, {})[name] = yaml.safe_load(raw) if raw.strip() else ""
+    return out
+
+
+def describe_stack(stack: str) -> str:
+    """The stack's nodes and each node's parameter table (Markdown)."""
+    from captain_backends.core.params import describe
+    from captain_bringup.core.stack import param_files, stack_nodes
+    from captain_bringup.runner import node_schema
+
+    lines = [f"# captain bringup {stack}", "", "Parameter files: " + ", ".join(str(p) for p in param_files(stack)), ""]
+    for spec in stack_nodes(stack):
+        lines += [f"## {spec.name} ({spec.package}/{spec.executable})", ""]
+        schema = node_schema(spec)
+        lines += [describe(schema) if schema else "(parameters: see the node's module docstring)", ""]
+    return "\n".join(lines)
+
+
+def bringup(
+    stack: Annotated[str, typer.Argument(help="sim, xr1_twin or xr1_real")],
+    namespace: Annotated[str, typer.Option(help="namespace for every node (topics are relative)")] = "",
+    param: Annotated[list[str] | None, typer.Option(
+        "--param", "-p", help="node.parameter=value, e.g. harness.driver=mock (repeatable)")] = None,
+    params_file: Annotated[list[Path] | None, typer.Option(
+        help="further parameter YAML overlay, keyed by node name (repeatable; last wins)")] = None,
+    ready_timeout_s: Annotated[float, typer.Option(help="longest wait for every node to be up, s")] = 300.0,
+    describe: Annotated[bool, typer.Option("--describe", help="print the nodes and their parameters, then exit")
+                        ] = False,
+) -> None:
+    """Host the ROS 2 nodes of sim, xr1_twin or xr1_real in one process."""
+    from captain_backends.core.errors import BackendError
+    from captain_bringup.runner import run
+
+    try:
+        if describe:
+            typer.echo(describe_stack(stack))
+            return
+        code = run(stack, namespace=namespace, extra_files=list(params_file or []),
+                   overrides=parse_overrides(list(param or [])), ready_timeout_s=ready_timeout_s)
+    except BackendError as exc:
+        typer.echo(f"captain bringup {stack}: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
+    if code:
+        raise typer.Exit(code=code)

@@ -1,0 +1,108 @@
+"""The in-process bringup: the nodes of a stack, with the same parameters, in one process.
+
+Where ``ros2 launch`` is not installed, ``captain bringup <stack>`` hosts exactly the
+nodes the launch files start (``core.stack.stack_nodes``, the one description both read)
+with exactly their parameters (``config/captain.yaml`` + ``config/<stack>.yaml``,
+merged as ``ros2 launch`` applies them). Parameters reach the nodes the way they reach a
+launched node: one context initialised with ``--ros-args --params-file <merged> -r
+__ns:=<namespace>``, the merged file keyed ``/**/<node>`` so it matches in any
+namespace. Values are checked against each node's schema first (a typo or an
+out-of-range value stops the bringup with a message naming it).
+
+Then: one ``MultiThreadedExecutor``, a ``READY`` line once every node is up (drivers
+active, services created), and on SIGINT/SIGTERM: hold the arm, shut the drivers down,
+exit 0.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from captain_backends.core.params import ParamSpec, validate
+from captain_bringup.core.stack import NodeSpec, StackError, load_params, stack_nodes
+
+
+def load_object(reference: str) -> Any:
+    """The object named by ``"module:attribute"``."""
+    module, _, attr = reference.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise StackError(f"cannot load {reference!r}: {exc}") from exc
+
+
+def node_schema(spec: NodeSpec) -> tuple[ParamSpec, ...] | None:
+    """The node's parameter schema, or None when it declares none."""
+    return tuple(load_object(spec.schema)) if spec.schema else None
+
+
+def stack_params(stack: str, *, config_dir: Path | None = None, extra_files: list[Path] | None = None,
+                 overrides: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """The checked parameters of every node of ``stack``: YAML files merged, ``overrides``
+    (``{node: {name: value}}``) on top, each node's values validated by its schema
+    (numbers converted to the declared type). Nodes without a schema keep their values.
+
+    Raises:
+        StackError / ParameterError: unknown node or parameter, wrong type, out of range.
+    """
+    merged = load_params(stack, config_dir, extra_files)
+    for node, values in (overrides or {}).items():
+        if node not in merged:
+            raise StackError(f"override for unknown node {node!r}; nodes of {stack}: {', '.join(sorted(merged))}")
+        merged[node].update(values)
+    out: dict[str, dict[str, Any]] = {}
+    for spec in stack_nodes(stack):
+        schema = node_schema(spec)
+        values = merged.get(spec.name, {})
+        out[spec.name] = dict(values) if schema is None else {
+            k: v for k, v in validate(schema, values, node=spec.name).items() if k in values}
+    return out
+
+
+def write_params_file(params: Mapping[str, Mapping[str, Any]], directory: Path) -> Path:
+    """A ROS 2 parameter file with one ``/**/<node>`` entry per node."""
+    path = Path(directory) / "captain_bringup_params.yaml"
+    data = {f"/**/{node}": {"ros__parameters": dict(values)} for node, values in params.items() if values}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def ros_arguments(params_file: Path, namespace: str = "") -> list[str]:
+    """The command line a launched node would get: ``--ros-args --params-file ... [-r __ns:=...]``."""
+    args = ["captain_bringup", "--ros-args", "--params-file", str(params_file)]
+    if namespace:
+        args += ["-r", f"__ns:=/{namespace.strip('/')}"]
+    return args
+
+
+def node_builder(spec: NodeSpec) -> Callable[[], Any]:
+    """A zero-argument builder of the node of ``spec`` named ``spec.name``."""
+    factory = load_object(spec.factory)
+    try:
+        takes_name = "node_name" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        takes_name = False
+    return (lambda: factory(node_name=spec.name)) if takes_name else factory
+
+
+def run(stack: str, *, namespace: str = "", config_dir: Path | None = None, extra_files: list[Path] | None = None,
+        overrides: Mapping[str, Mapping[str, Any]] | None = None, ready_timeout_s: float = 300.0) -> int:
+    """Host the nodes of ``stack`` until SIGINT/SIGTERM; returns the exit code (0 after a
+    clean stop, 1 when a node did not become ready in time)."""
+    from captain_harness.nodes.hosting import run_nodes
+
+    specs = stack_nodes(stack)
+    params = stack_params(stack, config_dir=config_dir, extra_files=extra_files, overrides=overrides)
+    builders = [node_builder(spec) for spec in specs]
+    with tempfile.TemporaryDirectory(prefix="captain_bringup_") as tmp:
+        args = ros_arguments(write_params_file(params, Path(tmp)), namespace)
+        where = f" in /{namespace.strip('/')}" if namespace else ""
+        return run_nodes(builders, args, label=f"captain bringup {stack}{where}: {', '.join(s.name for s in specs)}",
+                         ready_timeout_s=ready_timeout_s)

@@ -1,0 +1,456 @@
+"""``harness_node``: the harness's robot API over ROS 2 (thin over ``RobotHost``).
+
+Actions (relative names, so the stack can be namespaced), each following the shape of
+nav2's behaviours: the goal callback validates the message cheaply and rejects a second
+concurrent motion goal (one active motion goal under a lock); the primitive then
+prechecks once (arguments, IK, collisions, workspace), runs its fixed-rate control
+cycle with the force guards and sends feedback; a cancel request makes the primitive
+hold the arm and the goal ends CANCELED with ``stopped_reason="cancelled"``:
+
+* ``move_to`` (captain_interfaces/action/MoveTo), feedback: progress, TCP pose, force;
+* ``hold``, ``recover``, ``release`` (Hold, Recover, Release).
+
+A result always carries the call's whole result dict and receipt (``RobotCallResult``);
+the goal SUCCEEDS when the call succeeded, is ABORTED when it failed, CANCELED when
+cancelled.
+
+Services:
+
+* ``robot_call`` (RobotCall): any non-physical call by name (perception, measurement,
+  planning, state), with ``args_json = {"args": [...], "kwargs": {...}}``;
+* ``planning/<call>`` and ``state/<call>`` (RobotCall): the same, one service per call;
+* ``describe_robot`` (DescribeRobot): names, signatures and docstrings of every call;
+* ``episode/reset`` (ResetEpisode) and ``episode/host_state`` (HostState): episode
+  control and privileged simulator state for the host side (the episode runner).
+
+Topics published (sim drivers; rates 0 switch them off, e.g. for a real robot whose own
+drivers publish them): ``joint_states`` (sensor_msgs/JointState: the arm joints and a
+``gripper_opening`` joint in m), ``wrench`` (geometry_msgs/WrenchStamped, contact wrench
+on the tool in the base frame), and per camera ``<camera>/color/image_raw`` (rgb8),
+``<camera>/aligned_depth_to_color/image_raw`` (32FC1 m or 16UC1 mm) and
+``<camera>/color/camera_info`` (rendered only while someone subscribes);
+``diagnostics``.
+
+Parameters: ``captain_harness.nodes.harness_params.SCHEMA``. All calls go through one
+``RobotAPI``; callbacks run in a re-entrant group on a multi-threaded executor.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from functools import partial
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import WrenchStamped
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.node import Node
+from sensor_msgs.msg import CameraInfo, Image, JointState
+
+from captain_backends.core.driver import LifecycleState
+from captain_backends.core.xr1.images import encode_depth, encode_rgb
+from captain_backends.nodes import xr1_messages as xm
+from captain_harness.core.results import CallOutcome, FailureCategory, fail, format_receipt
+from captain_harness.nodes import diagnostics as diag
+from captain_harness.nodes.harness_params import SCHEMA, motion_config
+from captain_harness.nodes.messages import (
+    MOTION_ACTIONS,
+    call_args,
+    goal_kwargs,
+    goal_problem,
+    pose_msg,
+    result_msg,
+)
+from captain_harness.nodes.robot_host import HostError, HostSettings, RobotHost, task_json
+from captain_harness.nodes.ros_params import declare_schema
+from captain_interfaces.action import Hold, MoveTo, Recover, Release
+from captain_interfaces.srv import DescribeRobot, HostState, ResetEpisode, RobotCall
+
+ACTION_TYPES = {"move_to": MoveTo, "hold": Hold, "recover": Recover, "release": Release}
+#: Groups whose calls the harness serves one service each (perception and measurement
+#: services are the perception node's).
+SERVICE_GROUPS = ("planning", "state")
+
+
+class HarnessNode(Node):
+    """The harness node (see the module docstring).
+
+    Args:
+        node_name: the node's name (its key in the parameter files).
+        **kwargs: passed to ``rclpy.node.Node`` (``namespace``, ``parameter_overrides``,
+            ``context``, ...).
+    """
+
+    def __init__(self, node_name: str = "harness", **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        self.params = declare_schema(self, SCHEMA)
+        p = self.params
+        self.host = RobotHost(HostSettings(
+            driver=p["driver"], task=p["task"], init_state=p["init_state"], seed=p["seed"],
+            image_size_px=p["image_size_px"], driver_config_path=p["driver_config_path"],
+            driver_options=_json_object(p["driver_options_json"], "driver_options_json"),
+            namespace=self.get_namespace(), workspace_dir=p["workspace_dir"] or None,
+            motion=motion_config(p)))
+        self.timing = diag.MotionTiming()
+        self._goal_lock = threading.Lock()
+        self._active_goal: str | None = None
+        self._stop = threading.Event()
+        self._group = ReentrantCallbackGroup()
+        self._call_services: dict[str, Any] = {}
+
+        self._actions = [
+            ActionServer(self, ACTION_TYPES[name], name, execute_callback=partial(self._execute, name),
+                         goal_callback=partial(self._on_goal, name), cancel_callback=self._on_cancel,
+                         callback_group=self._group)
+            for name in MOTION_ACTIONS]
+        self.create_service(RobotCall, "robot_call", self._on_robot_call, callback_group=self._group)
+        self.create_service(DescribeRobot, "describe_robot", self._on_describe, callback_group=self._group)
+        self.create_service(ResetEpisode, "episode/reset", self._on_reset, callback_group=self._group)
+        self.create_service(HostState, "episode/host_state", self._on_host_state, callback_group=self._group)
+
+        self._sensors = _SensorPublishers(self, p)
+        self._diagnostics = diag.DiagnosticsPublisher(self, self._diagnostic_statuses, p["diagnostics_rate_hz"],
+                                                      MutuallyExclusiveCallbackGroup())
+        self._starter = threading.Thread(target=self._bring_up, name=f"{node_name}_driver_start", daemon=True)
+        self._starter.start()
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def ready(self) -> bool:
+        """True once the driver is active and every service and action is up."""
+        return self.host.ready and bool(self._call_services)
+
+    def _bring_up(self) -> None:
+        """Configure and activate the driver, retrying until it works or the node stops."""
+        while not self._stop.is_set():
+            try:
+                self.host.start()
+                break
+            except Exception as exc:
+                self.host.last_error = f"{type(exc).__name__}: {exc}"
+                self.get_logger().error(f"driver {self.params['driver']!r} failed to start: {exc}; retrying in "
+                                        f"{self.params['driver_retry_period_s']:g} s")
+                self._stop.wait(self.params["driver_retry_period_s"])
+        if self._stop.is_set():
+            return
+        self._create_call_services()
+        task = self.host.task.task_id if self.host.task is not None else "-"
+        self.get_logger().info(f"driver {self.params['driver']!r} active (task {task}); "
+                               f"{len(self.host.api.specs)} robot calls served")
+
+    def _create_call_services(self) -> None:
+        services = {}
+        for name, spec in sorted(self.host.api.specs.items()):
+            if spec.group in SERVICE_GROUPS and not spec.physical:
+                services[name] = self.create_service(RobotCall, f"{spec.group}/{name}",
+                                                     partial(self._on_named_call, name), callback_group=self._group)
+        self._call_services = services or {"robot_call": None}
+
+    def shutdown_robot(self) -> None:
+        """Cancel motions, hold the arm and shut the driver down."""
+        self._stop.set()
+        self.host.shutdown()
+
+    def destroy_node(self) -> None:
+        """Hold and release the driver, then destroy the node."""
+        self.shutdown_robot()
+        for server in self._actions:
+            server.destroy()
+        super().destroy_node()
+
+    # -------------------------------------------------------------------- actions
+    def _on_goal(self, name: str, goal: Any) -> GoalResponse:
+        problem = goal_problem(name, goal)
+        if problem:
+            probe = getattr(goal, "args_json", "") == "[]"  # a client's connection probe
+            log = self.get_logger().debug if probe else self.get_logger().warning
+            log(f"rejected a {name} goal: {problem}")
+            return GoalResponse.REJECT
+        if not self.host.ready:
+            self.get_logger().warning(f"rejected a {name} goal: the driver is not active yet")
+            return GoalResponse.REJECT
+        with self._goal_lock:
+            if self._active_goal is not None:
+                self.get_logger().warning(f"rejected a {name} goal: {self._active_goal} is running "
+                                          "(one motion goal at a time; cancel it or wait)")
+                return GoalResponse.REJECT
+            self._active_goal = name
+        return GoalResponse.ACCEPT
+
+    def _on_cancel(self, goal_handle: Any) -> CancelResponse:
+        motion = self.host.motion
+        if motion is not None:
+            motion.request_cancel()
+        return CancelResponse.ACCEPT
+
+    def _execute(self, name: str, goal_handle: Any) -> Any:
+        action = ACTION_TYPES[name]
+        try:
+            motion = self.host.motion
+            kwargs = goal_kwargs(name, goal_handle.request)
+            self.timing.begin()
+            send = partial(self._feedback, action, goal_handle)
+            motion.set_feedback(send)
+            send(0.0, None)
+            try:
+                with motion.cancel_scope(lambda: goal_handle.is_cancel_requested):
+                    outcome = self.host.call(name, (), kwargs)
+            finally:
+                motion.set_feedback(None)
+            self.timing.end(name, outcome.result, float(self.host.driver.control_period_s))
+        except Exception as exc:  # a fault of the node itself: the arm holds, the client gets the reason
+            self.host.cancel_and_hold()
+            failed = fail(FailureCategory.INTERNAL_ERROR, f"{name}: the harness node failed ({type(exc).__name__}: "
+                          f"{exc}); the arm is holding")
+            outcome = CallOutcome(failed, format_receipt(name, failed))
+            self.get_logger().error(outcome.result["message"])
+        finally:
+            with self._goal_lock:
+                self._active_goal = None
+        result = action.Result(result=result_msg(outcome))
+        value = outcome.result.get("value") if isinstance(outcome.result.get("value"), dict) else {}
+        if hasattr(result, "stopped_reason"):
+            result.stopped_reason = str(value.get("stopped_reason") or outcome.result.get("failure_category") or "")
+        if hasattr(result, "executed_distance_m"):
+            result.executed_distance_m = float(value.get("executed_distance_m") or 0.0)
+        if hasattr(result, "max_observed_force_n"):
+            result.max_observed_force_n = float(value.get("max_observed_force_n") or 0.0)
+        cancelled = outcome.result.get("failure_category") == FailureCategory.CANCELLED.value
+        if cancelled and goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        elif outcome.result.get("success"):
+            goal_handle.succeed()
+        else:
+            goal_handle.abort()
+        return result
+
+    def _feedback(self, action: Any, goal_handle: Any, progress: float, state: Any) -> None:
+        if state is None:
+            driver = self.host.driver
+            if driver is None or driver.lifecycle_state is not LifecycleState.ACTIVE:
+                return
+            state = driver.read_state()
+        fb = action.Feedback(progress=float(progress))
+        if hasattr(fb, "force_n"):
+            fb.force_n = float(state.contact_force_n)
+        if hasattr(fb, "tcp_pose"):
+            position, quaternion = self.host.motion.tcp_pose(state.joint_positions_rad)
+            fb.tcp_pose = pose_msg(position, quaternion)
+        goal_handle.publish_feedback(fb)
+        self.timing.feedback()
+
+    # ------------------------------------------------------------------- services
+    def _call(self, name: str, args_json: str) -> Any:
+        if not name:
+            result = fail(FailureCategory.INVALID_ARGUMENT, "give the name of a robot call, e.g. get_robot_state")
+            return result_msg(CallOutcome(result, format_receipt("robot_call", result)))
+        try:
+            args, kwargs = call_args(args_json)
+        except ValueError as exc:
+            result = fail(FailureCategory.INVALID_ARGUMENT,
+                          f"{name}: {exc}; send args_json as {{\"args\": [...], \"kwargs\": {{...}}}}")
+            return result_msg(CallOutcome(result, format_receipt(name, result)))
+        if name in ACTION_TYPES:
+            result = fail(FailureCategory.INVALID_ARGUMENT,
+                          f"{name} moves the robot: send it as a goal of the {name} action")
+            return result_msg(CallOutcome(result, format_receipt(name, result)))
+        return result_msg(self.host.call(name, args, kwargs))
+
+    def _on_robot_call(self, request: Any, response: Any) -> Any:
+        response.result = self._call(request.name, request.args_json)
+        return response
+
+    def _on_named_call(self, name: str, request: Any, response: Any) -> Any:
+        response.result = self._call(name, request.args_json)
+        return response
+
+    def _on_describe(self, request: Any, response: Any) -> Any:
+        info = self.host.describe()
+        response.robot, response.driver = info["robot"], info["driver"]
+        response.names = info["names"]
+        response.calls_json = json.dumps(info["calls"])
+        return response
+
+    def _on_reset(self, request: Any, response: Any) -> Any:
+        if request.init_state < -1:
+            response.success = False
+            response.message = (f"init_state must be -1 (the default) or an initial-state index, "
+                                f"not {request.init_state}")
+            return response
+        with self._goal_lock:
+            busy = self._active_goal
+        if busy is not None:
+            response.success = False
+            response.message = f"{busy} is running; cancel it before starting an episode"
+            return response
+        try:
+            start = self.host.reset_episode(request.task, int(request.init_state), int(request.seed),
+                                            request.workspace)
+        except (HostError, Exception) as exc:
+            response.success = False
+            response.message = f"{type(exc).__name__}: {exc}"
+            self.get_logger().error(f"episode reset failed: {response.message}")
+            return response
+        response.success = True
+        response.task_json = task_json(start.task)
+        response.initial_images = start.initial_images
+        return response
+
+    def _on_host_state(self, request: Any, response: Any) -> Any:
+        try:
+            state = self.host.host_state(bool(request.include_snapshot))
+        except Exception as exc:
+            response.available, response.message = False, f"{type(exc).__name__}: {exc}"
+            return response
+        response.available, response.success = state["available"], state["success"]
+        response.message = state["message"]
+        if state["snapshot"] is not None:
+            response.snapshot_json = json.dumps(state["snapshot"], default=_plain)
+        return response
+
+    # ---------------------------------------------------------------- diagnostics
+    def _diagnostic_statuses(self) -> list[Any]:
+        name = self.get_fully_qualified_name()
+        host = self.host
+        driver = host.driver
+        lifecycle = driver.lifecycle_state.value if driver is not None else "unconfigured"
+        fault = ""
+        if driver is not None and lifecycle in ("inactive", "active"):
+            try:
+                fault = driver.read_state().fault
+            except Exception as exc:
+                fault = f"{type(exc).__name__}: {exc}"
+        values = {"driver": self.params["driver"], "lifecycle_state": lifecycle, "fault": fault or "none",
+                  "task": host.task.task_id if host.task is not None else "",
+                  "control_period_s": getattr(driver, "control_period_s", 0.0) if driver else 0.0,
+                  "start_error": host.last_error or "none"}
+        if fault:
+            level, message = diag.ERROR, f"driver fault: {fault}"
+        elif host.ready:
+            level, message = diag.OK, "driver active"
+        elif host.last_error:
+            level, message = diag.ERROR, f"driver failed to start: {host.last_error}"
+        else:
+            level, message = diag.WARN, f"driver {lifecycle}, starting"
+        with self._goal_lock:
+            active = self._active_goal
+        motion = {"active_goal": active or "none", **self.timing.values()}
+        return [diag.status(f"{name}: driver", level, message, values, hardware_id=self.params["driver"]),
+                diag.status(f"{name}: motion", diag.OK, f"running {active}" if active else "idle", motion)]
+
+
+class _SensorPublishers:
+    """joint_states and wrench from one driver reading per tick of a shared timer (each
+    topic decimated to its own rate), and the camera topics on a timer of their own."""
+
+    def __init__(self, node: HarnessNode, params: dict[str, Any]) -> None:
+        self.node = node
+        self.depth_encoding = params["depth_encoding"]
+        self.cameras = tuple(params["cameras"])
+        rates = {"joint_states": params["joint_states_rate_hz"], "wrench": params["wrench_rate_hz"]}
+        self.joint_pub = (node.create_publisher(JointState, "joint_states", xm.RELIABLE_QOS)
+                          if rates["joint_states"] > 0 else None)
+        self.wrench_pub = (node.create_publisher(WrenchStamped, "wrench", xm.RELIABLE_QOS)
+                           if rates["wrench"] > 0 else None)
+        self._next_s = {"joint_states": 0.0, "wrench": 0.0}
+        self._period_s = {k: 1.0 / r for k, r in rates.items() if r > 0}
+        if self._period_s:
+            node.create_timer(min(self._period_s.values()), self.publish_state,
+                              callback_group=MutuallyExclusiveCallbackGroup())
+        self.camera_pubs: dict[str, tuple[Any, Any, Any]] = {}
+        if params["camera_rate_hz"] > 0 and self.cameras:
+            self.camera_pubs = {
+                c: (node.create_publisher(Image, f"{c}/color/image_raw", xm.IMAGE_QOS),
+                    node.create_publisher(Image, f"{c}/aligned_depth_to_color/image_raw", xm.IMAGE_QOS),
+                    node.create_publisher(CameraInfo, f"{c}/color/camera_info", xm.RELIABLE_QOS))
+                for c in self.cameras}
+            node.create_timer(1.0 / params["camera_rate_hz"], self.publish_cameras,
+                              callback_group=MutuallyExclusiveCallbackGroup())
+
+    def _state(self):
+        driver = self.node.host.driver
+        if driver is None or driver.lifecycle_state not in (LifecycleState.INACTIVE, LifecycleState.ACTIVE):
+            return None, None
+        try:
+            return driver, driver.read_state()
+        except Exception:  # a driver swap or fault; the next tick retries
+            return driver, None
+
+    def _due(self, topic: str, now_s: float) -> bool:
+        period = self._period_s.get(topic)
+        if period is None or now_s + 1e-3 < self._next_s[topic]:
+            return False
+        self._next_s[topic] = max(self._next_s[topic] + period, now_s)
+        return True
+
+    def publish_state(self) -> None:
+        """One reading: joint_states (arm joints + ``gripper_opening`` in m) and the wrench."""
+        now_s = time.monotonic()
+        joints, wrench = self._due("joint_states", now_s), self._due("wrench", now_s)
+        if not (joints or wrench):
+            return
+        driver, state = self._state()
+        if state is None:
+            return
+        description = driver.description()
+        stamp = self.node.get_clock().now().to_msg()
+        if joints:
+            names = [*description.arm_joint_names, "gripper_opening"]
+            positions = [*np.asarray(state.joint_positions_rad, float), state.gripper_opening_m]
+            velocities = [*np.asarray(state.joint_velocities_rad_s, float), 0.0]
+            self.joint_pub.publish(xm.joint_state_msg(names, positions, velocities, stamp))
+        if wrench:
+            w = np.asarray(state.wrench_base, float)
+            self.wrench_pub.publish(xm.wrench_msg(w[:3], w[3:], description.base_frame, stamp))
+
+    def publish_cameras(self) -> None:
+        wanted = tuple(c for c, pubs in self.camera_pubs.items()
+                       if any(p.get_subscription_count() > 0 for p in pubs))
+        driver, state = self._state()
+        if not wanted or state is None:
+            return
+        try:
+            frames = driver.capture(wanted)
+        except Exception as exc:
+            self.node.get_logger().warning(f"camera capture failed: {exc}", throttle_duration_sec=5.0)
+            return
+        stamp = self.node.get_clock().now().to_msg()
+        for name, frame in frames.items():
+            image_pub, depth_pub, info_pub = self.camera_pubs[name]
+            optical = f"{name}_optical_frame"
+            w, h = frame.size_px
+            info_pub.publish(xm.camera_info_msg(frame.K, w, h, optical, stamp))
+            depth_pub.publish(xm.image_msg(encode_depth(frame.depth_m, self.depth_encoding), optical, stamp))
+            image_pub.publish(xm.image_msg(encode_rgb(frame.rgb), optical, stamp))
+
+
+def _json_object(text: str, name: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text or "{}")
+    except ValueError as exc:
+        raise HostError(f"parameter {name} must be a JSON object: {exc}") from exc
+    if not isinstance(data, dict):
+        raise HostError(f"parameter {name} must be a JSON object, e.g. {{\"settle_s\": 0.2}}")
+    return data
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return str(value)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console entry point ``harness_node``."""
+    from captain_harness.nodes.hosting import run_nodes
+
+    return run_nodes([HarnessNode], args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

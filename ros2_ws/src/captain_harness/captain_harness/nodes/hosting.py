@@ -1,0 +1,135 @@
+"""Host rclpy nodes in one process: one context, a multi-threaded executor per node (a
+busy node never delays another's callbacks), a READY line once every node is up, and a
+clean stop on SIGINT/SIGTERM (hold the arm, release the drivers, exit 0).
+
+Used by each node's console script (``harness_node``, ``episode_runner_node``, ...,
+started by ``ros2 run`` / ``ros2 launch`` with ``--ros-args``) and by the in-process
+bringup (``captain bringup``), which hosts a whole stack this way.
+
+Nodes may offer, and are then handled accordingly:
+
+* ``ready`` (property): the READY line waits until it is true;
+* ``period_s`` and ``step(n)``: a periodic step on the wall clock (the XR1 twin),
+  run in a thread of its own;
+* ``shutdown_robot()``: called first on shutdown (hold the arm, release drivers);
+* ``close()``: called after that (threads, renderers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+#: Threads of each node's executor: actions, services, sensor timers and diagnostics run
+#: concurrently (a motion blocks one thread for its duration); started on demand.
+EXECUTOR_THREADS = 12
+
+
+def _periodic(node: Any, stop: threading.Event) -> threading.Thread:
+    from captain_backends.nodes.xr1_robot_io import run_periodic
+
+    thread = threading.Thread(target=run_periodic, args=(float(node.period_s), node.step, stop),
+                              name=f"{node.get_name()}_step", daemon=True)
+    thread.start()
+    return thread
+
+
+def run_nodes(builders: Sequence[Callable[[], Any]], args: list[str] | None = None, *,
+              label: str = "", ready_timeout_s: float = 300.0,
+              on_ready: Callable[[list[Any]], None] | None = None) -> int:
+    """Build the nodes (in order), spin them, print ``READY ...`` once all are ready,
+    and return 0 after SIGINT/SIGTERM (or 1 when a node fails to become ready in time).
+
+    Args:
+        builders: zero-argument callables returning the nodes.
+        args: command line with ``--ros-args`` (default ``sys.argv``).
+        label: what the READY line names (default: the node names).
+        ready_timeout_s: longest wait for every node's ``ready``.
+        on_ready: called with the nodes once they are ready.
+    """
+    import rclpy
+    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
+
+    started = time.monotonic()
+    rclpy.init(args=sys.argv if args is None else args, signal_handler_options=SignalHandlerOptions.NO)
+    stop = threading.Event()
+    # the handler only records the signal (re-entrant: a second signal may arrive while
+    # the first is handled); the main thread polls it and sets ``stop`` itself
+    signalled: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: signalled.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def wait_stop(timeout_s: float | None = None) -> bool:
+        end = None if timeout_s is None else time.monotonic() + timeout_s
+        while not signalled and not stop.is_set() and (end is None or time.monotonic() < end):
+            time.sleep(0.02 if end is None else max(0.0, min(0.02, end - time.monotonic())))
+        if signalled:
+            stop.set()
+        return stop.is_set()
+
+    executors: list[Any] = []
+    nodes: list[Any] = []
+    steppers: list[threading.Thread] = []
+    code = 0
+    spinners: list[threading.Thread] = []
+    try:
+        for build in builders:
+            node = build()
+            nodes.append(node)
+            executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS)
+            executor.add_node(node)
+            executors.append(executor)
+            if hasattr(node, "period_s") and hasattr(node, "step"):
+                steppers.append(_periodic(node, stop))
+
+        def spin(executor: Any) -> None:
+            with contextlib.suppress(ExternalShutdownException):
+                executor.spin()
+
+        spinners = [threading.Thread(target=spin, args=(e,), name="executor", daemon=True) for e in executors]
+        for spinner in spinners:
+            spinner.start()
+        deadline = time.monotonic() + ready_timeout_s
+        while not wait_stop(0.0) and not all(getattr(n, "ready", True) for n in nodes):
+            if time.monotonic() > deadline:
+                waiting = [n.get_name() for n in nodes if not getattr(n, "ready", True)]
+                print(f"FAILED: not ready after {ready_timeout_s:g} s: {', '.join(waiting)}", flush=True)
+                code = 1
+                stop.set()
+                break
+            wait_stop(0.02)
+        if code == 0 and not wait_stop(0.0):
+            names = ", ".join(n.get_fully_qualified_name() for n in nodes)
+            print(f"READY {label or names} ({time.monotonic() - started:.2f} s)", flush=True)
+            if on_ready is not None:
+                on_ready(nodes)
+            wait_stop()
+    finally:
+        for node in reversed(nodes):
+            with contextlib.suppress(Exception):
+                if hasattr(node, "shutdown_robot"):
+                    node.shutdown_robot()
+        stop.set()
+        for thread in steppers:
+            thread.join(timeout=5.0)
+        for node in reversed(nodes):
+            with contextlib.suppress(Exception):
+                if hasattr(node, "close"):
+                    node.close()
+        for executor in executors:
+            executor.shutdown(timeout_sec=2.0)
+        for spinner in spinners:
+            spinner.join(timeout=5.0)
+        for node in reversed(nodes):
+            with contextlib.suppress(Exception):
+                node.destroy_node()
+        rclpy.try_shutdown()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return code

@@ -1,0 +1,138 @@
+"""Test support for the bringup tests: start `captain bringup <stack>` in a subprocess on an
+isolated ROS domain, and a plain rclpy client (its own context and executor thread)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextlib.contextmanager
+def isolated_domain() -> Iterator[int]:
+    """A coordinated ROS_DOMAIN_ID with localhost discovery, set in this process's
+    environment (inherited by subprocesses) for the duration."""
+    from domain_coordinator import domain_id
+
+    saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "RMW_IMPLEMENTATION")}
+    with domain_id() as did:
+        os.environ["ROS_DOMAIN_ID"] = str(did)
+        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+        os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+        try:
+            yield did
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+class Stack:
+    """A `captain bringup` process: its output lines are collected by a reader thread."""
+
+    def __init__(self, stack: str, *args: str, ready_timeout_s: float = 180.0) -> None:
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        env = dict(os.environ, PYTHONUNBUFFERED="1", MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "captain_bringup.cli.main", "bringup", stack, *args],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=str(ROOT))
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.ready_line = self._wait_ready(ready_timeout_s)
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def _wait_ready(self, timeout_s: float) -> str:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.stop()
+                raise AssertionError("bringup not READY in time:\n" + "\n".join(self.lines[-40:])) from None
+            if line is None:
+                raise AssertionError(f"bringup exited ({self.proc.wait()}):\n" + "\n".join(self.lines[-40:]))
+            if line.startswith("READY"):
+                return line.strip()
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        """SIGINT, then wait; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._reader.join(timeout=5.0)
+        return self.proc.returncode
+
+
+class Client:
+    """A plain rclpy client node with its own context, spun in a thread."""
+
+    def __init__(self, namespace: str = "") -> None:
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.signals import SignalHandlerOptions
+
+        self.context = Context()
+        rclpy.init(args=[], context=self.context, signal_handler_options=SignalHandlerOptions.NO)
+        self.node = rclpy.create_node("stack_test_client", namespace=namespace, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self) -> None:
+        with contextlib.suppress(Exception):
+            self.executor.spin()
+
+    @staticmethod
+    def wait(future: Any, timeout_s: float = 60.0) -> Any:
+        done = threading.Event()
+        future.add_done_callback(lambda _: done.set())
+        assert done.wait(timeout_s), f"no answer within {timeout_s} s"
+        return future.result()
+
+    def call(self, srv_type: Any, name: str, request: Any, timeout_s: float = 60.0) -> Any:
+        client = self.node.create_client(srv_type, name)
+        try:
+            assert client.wait_for_service(timeout_sec=30.0), f"service {name} not available"
+            return self.wait(client.call_async(request), timeout_s)
+        finally:
+            self.node.destroy_client(client)
+
+    def robot_call(self, name: str, **kwargs: Any) -> dict[str, Any]:
+        """A non-physical robot call through the harness's robot_call service."""
+        from captain_interfaces.srv import RobotCall
+
+        response = self.call(RobotCall, "robot_call", RobotCall.Request(
+            name=name, args_json=json.dumps({"args": [], "kwargs": kwargs})))
+        return {"receipt": response.result.receipt, **json.loads(response.result.result_json)}
+
+    def close(self) -> None:
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        self.context.try_shutdown()
+        self.thread.join(timeout=2.0)
