@@ -56,10 +56,27 @@ def test_compare_reports_unpaired_files(tmp_path):
     assert res.exit_code == 0, res.output
 
 
-def test_run_says_what_it_needs():
-    res = CliRunner().invoke(app, ["run"])
-    assert res.exit_code == 2
-    assert "rollout runner" in res.output
+@pytest.mark.sim
+def test_run_writes_results_that_compare_pairs(tmp_path):
+    from captain_harness.core.episode.policy.scripted_server import ScriptedChatServer, completion
+
+    with ScriptedChatServer(lambda body, n: completion("print(robot.get_robot_state()['success'])")
+                            if len([m for m in body["messages"] if m["role"] == "assistant"]) == 0
+                            else completion(None, content="done")) as server:
+        out = tmp_path / "a.jsonl"
+        res = CliRunner().invoke(app, ["run", "--suite", "tabletop", "--tasks", "pick_cube", "--states", "0-1",
+                                       "--base-url", server.base_url, "--model", "scripted", "--out", str(out),
+                                       "--records", str(tmp_path / "rec"), "--max-requests", "4"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.output.strip().splitlines()[-1])
+    assert summary["result_lines"] == 2 and summary["infrastructure_failures"] == 0
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [(r["suite"], r["task_id"], r["init_state"]) for r in rows] == [
+        ("tabletop", "tabletop/pick_cube", 0), ("tabletop", "tabletop/pick_cube", 1)]
+    assert all(r["requests"] == 2 and r["end_reason"] == "no_tool_call" and not r["host_success"] for r in rows)
+    res = CliRunner().invoke(app, ["compare", str(out), str(out), "--n-boot", "50"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output.strip().splitlines()[-1])["comparisons"][0]["n_pairs"] == 2
 
 
 def test_plots_write_png(tmp_path):

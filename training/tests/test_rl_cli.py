@@ -70,12 +70,23 @@ def test_critic_command_trains_saves_and_evaluates(tmp_path):
     assert res.exit_code == 1 and "--init" in res.output
 
 
-def test_train_command_validates_config_and_says_what_is_missing(tmp_path):
+def test_train_command_validates_config_and_names_what_is_missing(tmp_path):
     good = tmp_path / "rl.json"
     good.write_text(json.dumps({"output_dir": str(tmp_path / "run")}))
     res = CliRunner().invoke(app, ["train", "--config", str(good)])
-    assert res.exit_code == 2
-    assert "not wired" in res.output and "run_round" in res.output
+    assert res.exit_code == 1 and "rollout.tasks" in res.output
+    no_model = tmp_path / "rl2.json"
+    no_model.write_text(json.dumps({"output_dir": str(tmp_path / "run"), "rollout": {"tasks": ["tabletop/pick_cube"]},
+                                    "sft_model": str(tmp_path / "nothing")}))
+    res = CliRunner().invoke(app, ["train", "--config", str(no_model)])
+    assert res.exit_code == 1 and "not a local model directory" in res.output
+    res = CliRunner().invoke(app, ["schema"])
+    keys = [json.loads(line)["key"] for line in res.output.splitlines()]
+    assert {"rollout.tasks", "endpoint.kind", "early_stop.threshold", "distributed.strategy"} <= set(keys)
+    with pytest.raises(ConfigError, match=r"endpoint\.kind external needs endpoint\.base_url"):
+        config_from_dict({"endpoint": {"kind": "external"}})
+    with pytest.raises(ConfigError, match=r"rollout\.pool"):
+        config_from_dict({"rollout": {"pool": "threads"}})
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"rounds": 3}))
     res = CliRunner().invoke(app, ["train", "--config", str(bad)])

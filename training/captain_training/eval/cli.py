@@ -1,4 +1,4 @@
-"""``captain eval``: run an evaluation (needs the rollout runner) and compare two policies."""
+"""``captain eval``: run a policy over (suite, task, state) triples, and compare two policies."""
 
 from __future__ import annotations
 
@@ -13,16 +13,49 @@ app = typer.Typer(help="Evaluate policies and compare them on paired episodes.",
 
 @app.command()
 def run(
-    policy: Annotated[str, typer.Option(help="Policy endpoint or model path.")] = "",
-    suite: Annotated[str, typer.Option(help="Benchmark suite.")] = "libero_goal",
-    out: Annotated[Path, typer.Option(help="Result JSONL to write.")] = Path("results.jsonl"),
+    suite: Annotated[str, typer.Option(help="Benchmark suite, e.g. libero_goal or tabletop.")] = "libero_goal",
+    tasks: Annotated[str | None, typer.Option(help="Task indices or names, e.g. 0-9 (default: the whole suite).")]
+    = None,
+    states: Annotated[str, typer.Option(help="Official initial states, e.g. 11-16 (the held-out ones).")] = "11-16",
+    policy: Annotated[str, typer.Option(help="Policy name (openai, teacher, replay, module:factory).")] = "openai",
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible API root of the policy.")] = None,
+    model: Annotated[str | None, typer.Option(help="Served model name.")] = None,
+    policy_option: Annotated[list[str] | None, typer.Option("--policy-option", "-p",
+                                                            help="Policy option key=value (repeatable).")] = None,
+    out: Annotated[Path, typer.Option(help="Result JSONL to write (one line per episode).")] = Path("results.jsonl"),
+    records: Annotated[Path, typer.Option(help="Episode records root.")] = Path("runs/eval"),
+    workers: Annotated[int, typer.Option(help="Parallel episode processes.")] = 1,
+    backend: Annotated[str | None, typer.Option(help="Backend factory module:function (default: the "
+                                                     "registered driver of the suite).")] = None,
+    max_requests: Annotated[int, typer.Option(help="Request budget per episode.")] = 60,
+    max_actions: Annotated[int, typer.Option(help="Physical-action budget per episode.")] = 150,
+    max_wall_s: Annotated[float, typer.Option(help="Wall-time budget per episode, s.")] = 1080.0,
 ) -> None:
-    """Run evaluation episodes and write one result line per episode."""
-    typer.echo("captain eval run needs the rollout runner (the harness episode loop on a simulator "
-               "backend), which is not wired to this command yet. Produce a result JSONL with keys "
-               "suite, task_id, init_state, host_success, strict_success and use `captain eval compare`.",
-               err=True)
-    raise typer.Exit(code=2)
+    """Run a policy on every (suite, task, state) and write the result JSONL that `compare` reads."""
+    from captain_training.eval.runner import EvalSpec, run_evaluation
+
+    options: dict[str, object] = {}
+    for item in policy_option or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise typer.BadParameter(f"--policy-option {item!r} must look like key=value")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    if base_url:
+        options["base_url"] = base_url
+    if model:
+        options["model"] = model
+    spec = EvalSpec(suite=suite, tasks=tasks, states=states, policy=policy, policy_options=options,
+                    records=str(records), workers=workers, backend=backend, max_requests=max_requests,
+                    max_physical_actions=max_actions, max_wall_time_s=max_wall_s)
+    try:
+        summary = run_evaluation(spec, out)
+    except (ValueError, RuntimeError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=1) from None
+    typer.echo(json.dumps(summary))
 
 
 @app.command()

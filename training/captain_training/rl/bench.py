@@ -8,8 +8,13 @@
 * ``policy_loss_step_ms``: one Eq. 8 forward + backward + AdamW step on a tiny random
   Qwen3 causal LM (2 layers, hidden 64), ``policy_tokens`` completion tokens.
 
-Rollout throughput (``teacher_episodes_per_hour``) needs the episode runner and is not
-measured here.
+* ``teacher_episodes_per_hour`` / ``teacher_host_success``: RL episodes (``rollout.collect_episode``:
+  hidden snapshots, features, hooks) of the teacher policy on the tabletop, one process;
+* ``endpoint_episodes_per_hour`` / ``endpoint_s_per_request``: the same with the tiny random
+  Qwen3.5 behind the local endpoint (sampling ``endpoint_tokens`` tokens per request,
+  ``endpoint_requests`` requests per episode).
+
+Option ``rollouts=False`` skips the two throughput figures.
 """
 
 from __future__ import annotations
@@ -84,9 +89,56 @@ def _policy_figures(tokens: int, repeats: int, seed: int) -> dict[str, float]:
     return {"policy_loss_step_ms": 1e3 * times[len(times) // 2], "policy_tokens": float(tokens)}
 
 
+def _episodes_per_hour(jobs: list[Any]) -> tuple[float, list[dict[str, Any]]]:
+    from captain_training.rl.workers import make_pool
+
+    pool = make_pool("inline")
+    t0 = time.perf_counter()
+    out = pool.run(jobs)
+    wall = time.perf_counter() - t0
+    return 3600.0 * len(jobs) / wall, out
+
+
+def _rollout_figures(episodes: int, tokens: int, requests: int, seed: int) -> dict[str, float]:
+    import tempfile
+
+    from captain_training.qwen.tiny_model import cached_tiny_model_dir
+    from captain_training.rl.endpoint import EndpointConfig, LocalPolicyServer
+    from captain_training.rl.rollout import RolloutJob
+    from captain_training.rl.start_states import StartState
+
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="captain-bench-rl-") as tmp:
+        def jobs(name: str, options: dict[str, Any], max_requests: int) -> list[RolloutJob]:
+            return [RolloutJob(episode_key=f"{name}-{i}", group_key=f"{name}-{i}",
+                               start=StartState("tabletop/cube_on_plate", seed + i), policy_name=name,
+                               policy_options=options, out_dir=f"{tmp}/{name.replace(':', '-')}",
+                               max_requests=max_requests, critic_cut_allowed=False)
+                    for i in range(episodes)]
+
+        rate, out = _episodes_per_hour(jobs("captain_harness.core.teacher.policy:make_teacher", {"seed": seed}, 60))
+        figures["teacher_episodes_per_hour"] = rate
+        figures["teacher_host_success"] = sum(bool(o.get("host_success")) for o in out) / max(len(out), 1)
+        figures["teacher_requests_mean"] = sum(int(o.get("requests", 0)) for o in out) / max(len(out), 1)
+        cfg = EndpointConfig(model_dir=str(cached_tiny_model_dir()), max_new_tokens=tokens, seed=seed)
+        with LocalPolicyServer(cfg) as server:
+            options = {"base_url": server.base_url, "model": cfg.served_model_name, "max_tokens": tokens}
+            rate, out = _episodes_per_hour(jobs("captain_training.rl.policy_client:make_rollout_policy", options,
+                                                requests))
+            n_requests = sum(int(o.get("requests", 0)) for o in out)
+            served = server.requests_served
+        figures["endpoint_episodes_per_hour"] = rate
+        figures["endpoint_requests_served"] = float(served)
+        figures["endpoint_s_per_episode"] = 3600.0 / rate if rate else float("nan")
+        figures["endpoint_tokens_per_request"] = float(tokens)
+        figures["endpoint_requests_mean"] = n_requests / max(len(out), 1)
+    return figures
+
+
 def run(**options: Any) -> dict[str, float]:
     """Measure. Options: ``start_states`` (120), ``epochs`` (3), ``tokens`` (512), ``repeats`` (5),
-    ``seed`` (0), ``threads`` (torch intra-op threads; default: torch's choice)."""
+    ``seed`` (0), ``threads`` (torch intra-op threads; default: torch's choice), ``rollouts`` (True),
+    ``episodes`` (3 per policy), ``endpoint_tokens`` (16), ``endpoint_requests`` (3)."""
     seed = int(options.get("seed", 0))
     if "threads" in options:
         import torch
@@ -97,4 +149,7 @@ def run(**options: Any) -> dict[str, float]:
     import torch
 
     figures["torch_threads"] = float(torch.get_num_threads())
+    if options.get("rollouts", True) not in (False, "0", "false", "False"):
+        figures.update(_rollout_figures(int(options.get("episodes", 3)), int(options.get("endpoint_tokens", 16)),
+                                        int(options.get("endpoint_requests", 3)), seed))
     return figures

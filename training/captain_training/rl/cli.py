@@ -13,29 +13,34 @@ app = typer.Typer(help="Multi-turn RL with the simulator critic.", no_args_is_he
 
 @app.command()
 def train(
-    config: Annotated[Path, typer.Option(help="RL config file (YAML or JSON).")],
+    config: Annotated[Path, typer.Option(help="RL config file (YAML or JSON); `captain rl schema` lists the keys.")],
     resume: Annotated[bool, typer.Option(help="Continue from the run directory's latest checkpoint.")] = True,
+    rounds: Annotated[int | None, typer.Option(help="Run at most this many rounds now (default: up to "
+                                                    "total_rounds).")] = None,
 ) -> None:
-    """Run RL rounds (rollouts, critic co-training, streaming policy update)."""
+    """Run RL rounds: rollouts, critic credit and co-training, the Eq. 8 update, checkpoints, metrics."""
     from captain_training.rl.config import load_config
     from captain_training.rl.errors import RLError
-    from captain_training.rl.trainer_state import latest_round
+    from captain_training.rl.trainer import train as run_training
 
     try:
         cfg = load_config(config)
+        summary = run_training(cfg, max_rounds=rounds, resume=resume, log=lambda m: typer.echo(m, err=True))
     except RLError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=1) from None
-    last = latest_round(cfg.output_dir) if resume else None
-    typer.echo(json.dumps({"config": str(config), "output_dir": cfg.output_dir,
-                           "resume_from_round": last}))
-    typer.echo("captain rl train: the config is valid, but rollout collection is not wired yet. It needs "
-               "the harness episode loop on the LIBERO backend (hidden snapshot before each request, "
-               "token ids and log-probabilities from the policy server) and, at scale, Ray rollout "
-               "workers beside vLLM servers. The round update itself (captain_training.rl.round."
-               "run_round: credit, critic co-training, Eq. 8 accumulation, checkpoints) is ready.",
-               err=True)
-    raise typer.Exit(code=2)
+    typer.echo(json.dumps({"config": str(config), "output_dir": summary.output_dir,
+                           "first_round": summary.first_round, "last_round": summary.last_round,
+                           "rounds_run": summary.rounds_run, "policy_version": summary.policy_version}))
+
+
+@app.command()
+def schema() -> None:
+    """Print every RL config key with its type and default (one JSON object per line)."""
+    from captain_training.rl.config import schema_rows
+
+    for row in schema_rows():
+        typer.echo(json.dumps(row))
 
 
 @app.command()
@@ -104,3 +109,7 @@ def critic(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=1) from None
     typer.echo(json.dumps(report))
+
+
+if __name__ == "__main__":
+    app()

@@ -62,6 +62,108 @@ class LadderConfig:
     hard_tasks: tuple[str, ...] = tuple(sorted(HARD_TASK_IDS))
 
 
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """Rollout collection (units in the names; ranges checked).
+
+    Attributes:
+        tasks: ``"<suite>/<task>"`` names drawn for start states (required to train).
+        official_states: official initial-state indices that may be drawn (``excluded_init_states``
+            are removed); LIBERO has 0..49.
+        wide_layout_fraction: share of start states that are wide-layout random starts, [0, 1].
+        randomize_appearance: light / camera pose / material randomisation on wide layouts.
+        pool: ``auto`` | ``inline`` | ``process`` | ``ray`` (see ``workers.py``).
+        workers: rollout processes or Ray actors, >= 1.
+        ray_address: a Ray cluster address (None: a local Ray).
+        cell_timeout_s: time limit of one code cell, s, > 0.
+        max_wall_time_s: wall-time budget of one episode, s, > 0.
+        sft_median_actions: per task, the median physical-action count of its SFT episodes
+            (over-median action cost; tasks missing here are not charged).
+    """
+
+    tasks: tuple[str, ...] = ()
+    official_states: tuple[int, ...] = tuple(range(50))
+    wide_layout_fraction: float = 0.5
+    randomize_appearance: bool = True
+    pool: str = "auto"
+    workers: int = 1
+    ray_address: str | None = None
+    cell_timeout_s: float = 120.0
+    max_wall_time_s: float = 1080.0
+    sft_median_actions: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check(0.0 <= self.wide_layout_fraction <= 1.0, "rollout.wide_layout_fraction must be in [0, 1]")
+        _check(self.pool in ("auto", "inline", "process", "ray"),
+               f"rollout.pool {self.pool!r} is not one of auto, inline, process, ray")
+        _check(self.workers >= 1, "rollout.workers must be >= 1")
+        _check(self.cell_timeout_s > 0 and self.max_wall_time_s > 0, "rollout time limits must be > 0 s")
+        _check(all("/" in t for t in self.tasks), "rollout.tasks must look like <suite>/<task>, e.g. "
+               "libero_goal/3 or tabletop/cube_on_plate")
+
+
+@dataclass(frozen=True)
+class EndpointSettings:
+    """The policy server the rollouts talk to.
+
+    Attributes:
+        kind: ``local`` (this process serves the policy on 127.0.0.1 from ``sft_model``, with
+            token ids and log-probabilities; weights copied in after each optimiser step) or
+            ``external`` (an OpenAI-compatible server at ``base_url``, e.g. vLLM; weights pushed
+            with ``POST {base_url}/load_weights``).
+        base_url: API root of an external server, e.g. ``http://127.0.0.1:8000/v1``.
+        model: served model name.
+        max_tokens: completion limit per request, tokens (paper: 4096), >= 1.
+        temperature / top_p: sampling (RL: 1.0 / 1.0).
+        enable_thinking: thinking channel on.
+        request_timeout_s: one HTTP request, s.
+        seed: the local server's sampling seed.
+        threads: torch threads of the local server (None: torch's default).
+        scripted_completions: local server only: python cells whose tool-call completions are
+            scored by the model instead of sampled (tests and debugging; see ``endpoint.py``).
+    """
+
+    kind: str = "local"
+    base_url: str = ""
+    model: str = "captain-policy"
+    max_tokens: int = 4096
+    temperature: float = 1.0
+    top_p: float = 1.0
+    enable_thinking: bool = True
+    request_timeout_s: float = 600.0
+    seed: int = 0
+    threads: int | None = None
+    scripted_completions: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check(self.kind in ("local", "external"), f"endpoint.kind {self.kind!r} is not one of local, external")
+        _check(self.kind == "local" or bool(self.base_url), "endpoint.kind external needs endpoint.base_url")
+        _check(self.max_tokens >= 1, "endpoint.max_tokens must be >= 1")
+        _check(self.temperature > 0 and 0 < self.top_p <= 1, "endpoint: temperature > 0, top_p in (0, 1]")
+
+
+@dataclass(frozen=True)
+class DistributedSettings:
+    """Trainer process layout (``sft.distributed``): ``strategy`` auto | single | fsdp2 (under
+    torchrun), ``device`` auto | cpu | cuda, ``precision`` bf16 | fp32 (FSDP2 compute dtype)."""
+
+    strategy: str = "auto"
+    device: str = "auto"
+    precision: str = "bf16"
+
+    def __post_init__(self) -> None:
+        _check(self.strategy in ("auto", "single", "fsdp2"), f"distributed.strategy {self.strategy!r} is not one "
+               "of auto, single, fsdp2")
+        _check(self.device in ("auto", "cpu", "cuda"), f"distributed.device {self.device!r} is not one of "
+               "auto, cpu, cuda")
+        _check(self.precision in ("bf16", "fp32"), f"distributed.precision {self.precision!r} is not bf16 or fp32")
+
+
 @dataclass(frozen=True)
 class RLConfig:
     """A whole RL run.
@@ -74,6 +176,9 @@ class RLConfig:
         max_requests / max_physical_actions: episode budgets during RL (60 / 120).
         monitor_every: every n-th episode is a held-out monitor episode (10).
         excluded_init_states: official initial-state indices never drawn (evaluation, 11-16).
+        total_rounds: rounds of the whole run (a resumed run stops there), >= 1.
+        checkpoint_every: write a checkpoint after every n-th round and after every
+            optimiser step, >= 1.
     """
 
     seed: int = 0
@@ -90,6 +195,11 @@ class RLConfig:
     max_physical_actions: int = 120
     monitor_every: int = 10
     excluded_init_states: tuple[int, ...] = (11, 12, 13, 14, 15, 16)
+    total_rounds: int = 200
+    checkpoint_every: int = 1
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    endpoint: EndpointSettings = field(default_factory=EndpointSettings)
+    distributed: DistributedSettings = field(default_factory=DistributedSettings)
     critic: CriticTrainingConfig = field(default_factory=CriticTrainingConfig)
     early_stop: EarlyStopConfig = field(default_factory=EarlyStopConfig)
     ladder: LadderConfig = field(default_factory=LadderConfig)
@@ -97,6 +207,14 @@ class RLConfig:
     costs: CostConfig = field(default_factory=CostConfig)
     returns: ReturnConfig = field(default_factory=ReturnConfig)
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
+
+    def __post_init__(self) -> None:
+        _check(self.start_states_per_round >= 1 and self.group_size >= 1,
+               "start_states_per_round and group_size must be >= 1")
+        _check(self.rounds_per_step >= 1, "rounds_per_step must be >= 1")
+        _check(self.max_requests >= 1 and self.max_physical_actions >= 0, "episode budgets must be positive")
+        _check(self.monitor_every >= 0, "monitor_every must be >= 0 (0: no monitor episodes)")
+        _check(self.total_rounds >= 1 and self.checkpoint_every >= 1, "total_rounds and checkpoint_every must be >= 1")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (tuples become lists)."""
@@ -147,3 +265,26 @@ def load_config(path: str | Path) -> RLConfig:
     else:
         raise ConfigError(f"config {path} must end in .yaml, .yml or .json")
     return config_from_dict(data or {})
+
+
+def schema_rows(cls: type = RLConfig, prefix: str = "") -> list[dict[str, Any]]:
+    """Every config key with its type and default, nested sections flattened (``critic.steps_per_round``).
+
+    Units are in the key names (``_s``, ``_m``) and meanings and ranges in the section
+    docstrings; ``captain rl schema`` prints this table.
+    """
+    rows: list[dict[str, Any]] = []
+    hints = typing.get_type_hints(cls)
+    defaults = cls()
+    for f in dataclasses.fields(cls):
+        if f.name.startswith("_"):
+            continue
+        hint = hints[f.name]
+        key = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(hint):
+            rows.extend(schema_rows(hint, key + "."))
+            continue
+        value = getattr(defaults, f.name)
+        rows.append({"key": key, "type": getattr(hint, "__name__", str(hint)).replace("typing.", ""),
+                     "default": json.loads(json.dumps(value, default=list))})
+    return rows

@@ -149,12 +149,20 @@ class RoundResult:
 def run_round(episodes: Sequence[RolloutEpisode], *, critic: SimulatorCritic,
               critic_optimizer: torch.optim.Optimizer, policy: torch.nn.Module | None,
               reference: torch.nn.Module | None, accumulator: GradientAccumulator | None,
-              normalizer: RunningStd, rng: np.random.Generator, config: RoundConfig | None = None
-              ) -> RoundResult:
+              normalizer: RunningStd, rng: np.random.Generator, config: RoundConfig | None = None,
+              policy_shard: tuple[int, int] = (0, 1)) -> RoundResult:
     """Run steps 2-5 of Algorithm 1 on one round's episodes.
 
     ``policy``, ``reference`` and ``accumulator`` may be None to update the critic only.
+    ``policy_shard = (rank, world_size)``: with a sharded trainer every rank runs the whole
+    round (identical credit and critic update) but computes the policy gradient only for
+    the training episodes whose position ``j`` has ``j % world_size == rank``; the request
+    sample of every episode is still drawn on every rank, so the union over ranks is the
+    single-process update.
     """
+    rank, world = policy_shard
+    if not 0 <= rank < world:
+        raise CreditError(f"policy_shard {policy_shard} must be (rank, world_size) with 0 <= rank < world_size")
     cfg = config or RoundConfig()
     if not episodes:
         raise CreditError("a round needs at least one episode")
@@ -208,10 +216,12 @@ def run_round(episodes: Sequence[RolloutEpisode], *, critic: SimulatorCritic,
     totals = {"tokens": 0.0, "kept_tokens": 0.0, "pg_loss": 0.0, "kl_loss": 0.0}
     stale, trained_requests, trained_episodes = 0, 0, 0
     policy.train()
-    for ep, adv in zip(train_eps, advantages, strict=True):
+    for j, (ep, adv) in enumerate(zip(train_eps, advantages, strict=True)):
         if ep.tokens is None:
             continue
         idx, weights = sample_requests(len(ep.requests), cfg.policy.max_requests_per_episode, rng)
+        if j % world != rank:
+            continue
         used = False
         for t, w in zip(idx.tolist(), weights.tolist(), strict=True):
             sample = ep.tokens[t]

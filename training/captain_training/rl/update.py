@@ -96,14 +96,21 @@ class GradientAccumulator:
         self.step()
         return True
 
+    def episode_count(self) -> float:
+        """Episodes the accumulated gradient is divided by (a sharded trainer overrides this)."""
+        return float(self.episodes_accumulated)
+
     def step(self) -> None:
         """Take the optimiser step now on the mean gradient of the accumulated episodes."""
-        scale = 1.0 / max(self.episodes_accumulated, 1)
+        count = self.episode_count()
+        scale = 1.0 / count if count > 0 else 1.0
         for p in self.parameters:
             if p.grad is not None:
                 p.grad.mul_(scale)
         max_norm = self.max_grad_norm if self.max_grad_norm is not None else float("inf")
         norm = torch.nn.utils.clip_grad_norm_(self.parameters, max_norm)
+        if hasattr(norm, "full_tensor"):  # a DTensor under FSDP2
+            norm = norm.full_tensor()
         self.last_grad_norm = float(norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)

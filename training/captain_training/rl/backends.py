@@ -1,0 +1,64 @@
+"""Backend factories of RL episodes (importable as ``module:function`` for worker processes).
+
+* ``official_backend``: the registered driver of the task at an official initial state
+  (``BackendRequest.init_state``) — the harness's default backend;
+* ``wide_layout_backend``: a wide-layout random start from ``BackendRequest.seed``, with
+  light, camera-pose and material randomisation where the driver offers it (LIBERO:
+  ``random_layout``, ``randomize_lighting``, ``randomize_camera_pose``,
+  ``randomize_materials``; the tabletop lays out its objects from the seed).
+
+Both register the primitive providers the harness registers (perception, measurement).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from captain_harness.core.episode.backend import Backend, BackendRequest, default_backend, driver_for_task
+
+#: Driver options of a wide-layout start with appearance randomisation.
+WIDE_LAYOUT_OPTIONS: dict[str, Any] = {
+    "random_layout": True,
+    "randomize_lighting": True,
+    "randomize_camera_pose": True,
+    "randomize_materials": True,
+}
+
+
+def official_backend(request: BackendRequest) -> Backend:
+    """The default backend: official initial state (or the driver's default), motion and
+    every registered primitive provider (perception, measurement)."""
+    return default_backend(request)
+
+
+def wide_layout_backend(request: BackendRequest) -> Backend:
+    """A seeded wide-layout start with appearance randomisation (see the module docstring)."""
+    from captain_backends.core.registry import driver_class
+    from captain_harness.core.api import RobotAPI
+    from captain_harness.core.episode import backend as episode_backend
+    from captain_harness.core.motion import MotionPrimitives
+
+    name, options = driver_for_task(request.task)
+    cls = driver_class(name)
+    params = inspect.signature(cls).parameters
+    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    if request.seed is not None:
+        options["seed"] = int(request.seed)
+    if name == "libero":
+        options.update(WIDE_LAYOUT_OPTIONS)
+        options["init_state"] = 0  # the official state the layout starts from is drawn from the seed
+    driver = cls(**(options if accepts_any else {k: v for k, v in options.items() if k in params}))
+    driver.configure()
+    task = driver.reset(seed=request.seed, init_state=None)
+    driver.activate()
+    api = RobotAPI()
+    MotionPrimitives(driver).register(api)
+    episode_backend.register_primitive_providers(api, driver, request)
+    return Backend(api=api, task=task, check_success=driver.check_success, host_context=driver.snapshot,
+                   driver=driver, close=driver.shutdown)
+
+
+def factory_for(wide_layout: bool) -> str:
+    """The ``module:function`` reference of the factory for a start state."""
+    return f"{__name__}:{'wide_layout_backend' if wide_layout else 'official_backend'}"

@@ -1,0 +1,417 @@
+"""A small OpenAI-compatible policy endpoint on 127.0.0.1 for RL on one machine.
+
+``LocalPolicyServer`` serves ``POST /v1/chat/completions`` from a transformers causal
+model loaded from a local directory (a CaPtain SFT checkpoint, or the tiny random Qwen3.5
+built offline). It renders each request with the model directory's Qwen3.5 chat template
+and tokenizer, samples at the requested temperature / top-p, and answers like vLLM with
+token ids and log-probabilities:
+
+* ``prompt_token_ids`` (top level) and ``choices[0].token_ids``: the exact ids it used;
+* ``choices[0].logprobs.content[j].logprob``: log pi(token_j) of the full model
+  distribution at temperature 1 (the RL trainer compares these with its own);
+* ``policy_version`` (top level): the version of the weights that produced the reply;
+* ``message.reasoning_content`` / ``content`` / ``tool_calls``: the ``<think>`` block, the
+  visible text and the ``<tool_call>`` blocks parsed like vLLM's Qwen3 tool parser.
+
+Weight synchronisation: ``POST /v1/load_weights`` with ``{"path": ..., "version": n}``
+loads a state dict (``policy.pt``) or a model directory and switches to version ``n``
+between requests (``LocalPolicyServer.load_weights`` does the same in-process). On GPU
+machines the same boundary is served by vLLM (``vllm serve <sft-dir>
+--enable-auto-tool-choice --tool-call-parser qwen3_xml --reasoning-parser qwen3``) with
+``return_token_ids`` and logprobs, and the trainer pushes weights after each optimiser
+step through vLLM's weight-update RPC instead of ``/v1/load_weights``.
+
+Scripted completions (tests, debugging): with ``scripted_completions`` set, each request
+takes one of those texts (seeded uniform draw) instead of sampling, and returns it with the
+token ids and log-probabilities the served model assigns to it. The trainer sees the same
+fields as for sampled text, so an untrained tiny model can drive multi-request episodes with
+real tool calls while every log-probability is still the model's own.
+
+Images: this server is text-only. Each image part of a message is replaced by the text
+``IMAGE_PLACEHOLDER``, so the ids it returns are exactly what the trainer feeds back.
+(A multimodal trainer would also need the pixel inputs of each prompt; that path belongs
+to the GPU setup.)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from captain_training.rl.errors import RLError
+
+#: Text that stands in for an image part in this text-only server.
+IMAGE_PLACEHOLDER = "[image]"
+
+_XML_CALL = re.compile(r"<tool_call>\s*<function=([\w.-]+)>(.*?)</function>\s*</tool_call>", re.S)
+_XML_PARAM = re.compile(r"<parameter=([\w.-]+)>\n?(.*?)\n?</parameter>", re.S)
+
+
+@dataclass
+class EndpointConfig:
+    """Settings of the local endpoint.
+
+    Attributes:
+        model_dir: local model directory (weights + tokenizer + chat template).
+        served_model_name: the ``model`` name clients send and the replies carry.
+        host: bind address (loopback only).
+        port: TCP port (0: a free one).
+        max_new_tokens: cap on sampled tokens per request (the request's ``max_tokens`` is
+            also honoured, the smaller wins).
+        max_prompt_tokens: prompts longer than this are refused with HTTP 400.
+        seed: sampling seed (each request draws from one seeded generator).
+        device: ``cpu`` or ``cuda``.
+        policy_version: version of the weights loaded at start.
+        threads: torch intra-op threads for sampling (None: leave torch's setting).
+        scripted_completions: assistant texts (after the generation prompt, e.g.
+            ``"ok</think>\n\n<tool_call>...</tool_call>"``) scored instead of sampled; empty:
+            sample.
+    """
+
+    model_dir: str
+    served_model_name: str = "captain-policy"
+    host: str = "127.0.0.1"
+    port: int = 0
+    max_new_tokens: int = 256
+    max_prompt_tokens: int = 32768
+    seed: int = 0
+    device: str = "cpu"
+    policy_version: int = 0
+    threads: int | None = None
+    scripted_completions: tuple[str, ...] = ()
+
+
+def tool_call_text(code: str, reasoning: str = "Next step.") -> str:
+    """A completion with one python tool call in the Qwen3.5 XML format (for scripted completions)."""
+    return (f"{reasoning}\n</think>\n\n<tool_call>\n<function=python>\n<parameter=input>\n{code}\n"
+            "</parameter>\n</function>\n</tool_call>")
+
+
+def wire_to_template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat-completions messages -> messages for the Qwen3.5 template (text-only).
+
+    Tool-call arguments become mappings; image parts become ``IMAGE_PLACEHOLDER`` text.
+    """
+    out = []
+    for m in messages:
+        msg = dict(m)
+        content = m.get("content")
+        if isinstance(content, list):
+            parts = []
+            for part in content:
+                kind = part.get("type") if isinstance(part, dict) else None
+                if kind in ("image", "image_url"):
+                    parts.append({"type": "text", "text": IMAGE_PLACEHOLDER})
+                elif kind == "text":
+                    parts.append({"type": "text", "text": str(part.get("text", ""))})
+            msg["content"] = "".join(p["text"] for p in parts)
+        elif content is None:
+            msg["content"] = ""
+        if m.get("tool_calls"):
+            calls = []
+            for c in m["tool_calls"]:
+                fn = dict(c.get("function") or {})
+                args = fn.get("arguments")
+                if isinstance(args, str):
+                    try:
+                        args = json.loads(args) if args.strip() else {}
+                    except json.JSONDecodeError:
+                        args = {"input": args}
+                fn["arguments"] = args if isinstance(args, dict) else {"input": str(args)}
+                calls.append({**c, "function": fn})
+            msg["tool_calls"] = calls
+        out.append(msg)
+    return out
+
+
+def parse_generation(text: str) -> dict[str, Any]:
+    """Split sampled text into reasoning, visible content and tool calls (vLLM's Qwen3 parsers).
+
+    The prompt ends inside ``<think>`` when thinking is on, so everything before ``</think>``
+    is reasoning; ``<tool_call><function=NAME><parameter=P>V</parameter></function></tool_call>``
+    blocks become tool calls with JSON-string arguments.
+    """
+    reasoning, visible = "", text
+    if "</think>" in text:
+        head, _, visible = text.partition("</think>")
+        reasoning = head.replace("<think>", "").strip()
+    calls = []
+    for name, body in _XML_CALL.findall(visible):
+        params = {k: v for k, v in _XML_PARAM.findall(body)}
+        calls.append({"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+                      "function": {"name": name, "arguments": json.dumps(params)}})
+    if "<tool_call>" in visible:
+        visible = visible[: visible.find("<tool_call>")]
+    return {"reasoning_content": reasoning, "content": visible.strip(), "tool_calls": calls}
+
+
+def load_causal_model(model_dir: str | Path, device: str = "cpu") -> Any:
+    """A transformers model from a local directory (Qwen3.5 multimodal or a plain causal LM), eval mode."""
+    import torch
+    from transformers import AutoConfig
+
+    path = Path(model_dir)
+    if not (path / "config.json").is_file():
+        raise RLError(f"no model at {path} (config.json missing); give a local model directory")
+    config = AutoConfig.from_pretrained(str(path))
+    if type(config).__name__ == "Qwen3_5Config":
+        from transformers import Qwen3_5ForConditionalGeneration as ModelClass
+    else:
+        from transformers import AutoModelForCausalLM as ModelClass
+    model = ModelClass.from_pretrained(str(path), dtype=torch.float32)
+    return model.to(device).eval()
+
+
+def load_tokenizer(model_dir: str | Path) -> Any:
+    """The tokenizer of a model directory, with its chat template."""
+    from transformers import AutoTokenizer
+
+    path = Path(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    template = path / "chat_template.jinja"
+    if template.is_file():
+        tokenizer.chat_template = template.read_text(encoding="utf-8")
+    if not getattr(tokenizer, "chat_template", None):
+        raise RLError(f"{path} has no chat template (chat_template.jinja); the endpoint renders with it")
+    return tokenizer
+
+
+class LocalPolicyServer:
+    """The local endpoint (a context manager). See the module docstring."""
+
+    def __init__(self, config: EndpointConfig, model: Any = None, tokenizer: Any = None) -> None:
+        import torch
+
+        if config.host not in ("127.0.0.1", "localhost", "::1"):
+            raise RLError(f"the local endpoint binds to loopback only, not {config.host!r}")
+        self.config = config
+        if config.threads:
+            torch.set_num_threads(int(config.threads))
+        self.model = model if model is not None else load_causal_model(config.model_dir, config.device)
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(config.model_dir)
+        self.policy_version = int(config.policy_version)
+        self.generator = torch.Generator(device="cpu").manual_seed(int(config.seed))
+        self.lock = threading.Lock()
+        self.requests_served = 0
+        self.tokens_generated = 0
+        stop = [self.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
+        self.stop_ids = {int(i) for i in stop if isinstance(i, int) and i >= 0}
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/") in ("/health", "/v1/health"):
+                    self._send(200, {"status": "ok", "policy_version": server.policy_version})
+                elif self.path.rstrip("/") == "/v1/models":
+                    self._send(200, {"object": "list", "data": [
+                        {"id": server.config.served_model_name, "object": "model",
+                         "policy_version": server.policy_version}]})
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+            def do_POST(self) -> None:
+                try:
+                    length = int(self.headers.get("Content-Length", 0))
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                except (ValueError, json.JSONDecodeError) as exc:
+                    self._send(400, {"error": {"message": f"invalid JSON body: {exc}"}})
+                    return
+                route = self.path.rstrip("/")
+                try:
+                    if route == "/v1/chat/completions":
+                        self._send(200, server.complete(body))
+                    elif route == "/v1/load_weights":
+                        server.load_weights(body["path"], int(body["version"]))
+                        self._send(200, {"status": "ok", "policy_version": server.policy_version})
+                    else:
+                        self._send(404, {"error": {"message": f"no route {self.path}"}})
+                except (RLError, KeyError, ValueError, TypeError) as exc:
+                    self._send(400, {"error": {"message": f"{type(exc).__name__}: {exc}"}})
+                except Exception as exc:  # the server keeps serving; the client sees a 500
+                    self._send(500, {"error": {"message": f"{type(exc).__name__}: {exc}"}})
+
+        self.httpd = ThreadingHTTPServer((config.host, int(config.port)), Handler)
+        self.port = int(self.httpd.server_address[1])
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> LocalPolicyServer:
+        """Serve in a daemon thread."""
+        if self.thread is None:
+            self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True,
+                                           name="captain-policy-endpoint")
+            self.thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving and release the port."""
+        if self.thread is not None:
+            self.httpd.shutdown()
+            self.thread = None
+        self.httpd.server_close()
+
+    def __enter__(self) -> LocalPolicyServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -------------------------------------------------------------- weight sync
+    def load_weights(self, path: str | Path, version: int) -> None:
+        """Load new weights (``policy.pt`` state dict or a model directory) as policy ``version``."""
+        import torch
+
+        path = Path(path)
+        if path.is_dir():
+            state = load_causal_model(path, "cpu").state_dict()
+        elif path.is_file():
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        else:
+            raise RLError(f"no weights at {path}; give a policy.pt state dict or a model directory")
+        with self.lock:
+            missing, unexpected = self.model.load_state_dict(state, strict=False)
+            if unexpected or [k for k in missing if "rotary" not in k]:
+                raise RLError(f"weights at {path} do not fit the served model (missing {missing[:3]}, "
+                              f"unexpected {unexpected[:3]})")
+            self.policy_version = int(version)
+
+    def set_state_dict(self, state: dict[str, Any], version: int) -> None:
+        """Copy weights from an in-process trainer (same architecture) as policy ``version``."""
+        with self.lock:
+            self.model.load_state_dict(state)
+            self.policy_version = int(version)
+
+    # ----------------------------------------------------------------- serving
+    def render(self, body: dict[str, Any]) -> list[int]:
+        """Prompt token ids of a chat-completions body (generation prompt appended)."""
+        messages = wire_to_template_messages(body.get("messages") or [])
+        kwargs = dict(body.get("chat_template_kwargs") or {})
+        ids = self.tokenizer.apply_chat_template(messages, tools=body.get("tools"), add_generation_prompt=True,
+                                                 tokenize=True, **kwargs)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        if ids and isinstance(ids[0], list):
+            ids = ids[0]
+        return [int(i) for i in ids]
+
+    def sample(self, prompt_ids: list[int], max_new_tokens: int, temperature: float, top_p: float
+               ) -> tuple[list[int], list[float], str]:
+        """Sample a completion; returns (ids, log pi at temperature 1 of each id, finish reason)."""
+        import torch
+
+        device = next(self.model.parameters()).device
+        ids = torch.tensor([prompt_ids], dtype=torch.long, device=device)
+        out_ids: list[int] = []
+        logprobs: list[float] = []
+        finish = "length"
+        past = None
+        step_input = ids
+        with torch.no_grad():
+            for _ in range(max_new_tokens):
+                out = self.model(input_ids=step_input, past_key_values=past, use_cache=True, logits_to_keep=1)
+                past = out.past_key_values
+                logits = out.logits[0, -1].float()
+                logp = torch.log_softmax(logits, dim=-1)
+                probs = torch.softmax(logits / max(temperature, 1e-6), dim=-1) if temperature > 0 else None
+                if probs is None:
+                    token = int(torch.argmax(logits))
+                else:
+                    if top_p < 1.0:
+                        sorted_p, order = torch.sort(probs, descending=True)
+                        keep = torch.cumsum(sorted_p, 0) - sorted_p < top_p
+                        probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_p[keep])
+                        probs = probs / probs.sum()
+                    token = int(torch.multinomial(probs.cpu(), 1, generator=self.generator))
+                out_ids.append(token)
+                logprobs.append(float(logp[token]))
+                if token in self.stop_ids:
+                    finish = "stop"
+                    break
+                step_input = torch.tensor([[token]], dtype=torch.long, device=device)
+        return out_ids, logprobs, finish
+
+    def score(self, prompt_ids: list[int], text: str) -> tuple[list[int], list[float], str]:
+        """Token ids of ``text`` + ``<|im_end|>`` and their log-probabilities under the served model."""
+        import torch
+
+        from captain_training.rl.logprobs import completion_logprobs
+
+        ids = [int(t) for t in self.tokenizer(text + "<|im_end|>", add_special_tokens=False)["input_ids"]]
+        with torch.no_grad():
+            logp = completion_logprobs(self.model, prompt_ids, ids)
+        return ids, [float(x) for x in logp.tolist()], "stop"
+
+    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """One chat completion (see the module docstring for the fields)."""
+        import torch
+
+        cfg = self.config
+        model = body.get("model")
+        if model not in (None, cfg.served_model_name):
+            raise RLError(f"unknown model {model!r}; this endpoint serves {cfg.served_model_name!r}")
+        temperature = float(body.get("temperature", 1.0))
+        top_p = float(body.get("top_p", 1.0))
+        if not 0.0 < top_p <= 1.0 or temperature < 0.0:
+            raise RLError(f"temperature must be >= 0 and top_p in (0, 1], got {temperature} and {top_p}")
+        max_new = min(int(body.get("max_tokens") or cfg.max_new_tokens), cfg.max_new_tokens)
+        with self.lock:
+            t0 = time.perf_counter()
+            prompt_ids = self.render(body)
+            if len(prompt_ids) > cfg.max_prompt_tokens:
+                raise RLError(f"prompt has {len(prompt_ids)} tokens, more than max_prompt_tokens "
+                              f"({cfg.max_prompt_tokens})")
+            if cfg.scripted_completions:
+                k = int(torch.randint(len(cfg.scripted_completions), (1,), generator=self.generator))
+                completion_ids, logprobs, finish = self.score(prompt_ids, cfg.scripted_completions[k])
+            else:
+                completion_ids, logprobs, finish = self.sample(prompt_ids, max_new, temperature, top_p)
+            version = self.policy_version
+            self.requests_served += 1
+            self.tokens_generated += len(completion_ids)
+            elapsed = time.perf_counter() - t0
+        text_ids = [t for t in completion_ids if t not in self.stop_ids]
+        text = self.tokenizer.decode(text_ids, skip_special_tokens=False)
+        parsed = parse_generation(text)
+        if parsed["tool_calls"] and finish == "stop":
+            finish = "tool_calls"
+        message = {"role": "assistant", "content": parsed["content"],
+                   "reasoning_content": parsed["reasoning_content"]}
+        if parsed["tool_calls"]:
+            message["tool_calls"] = parsed["tool_calls"]
+        choice = {"index": 0, "message": message, "finish_reason": finish, "token_ids": completion_ids,
+                  "logprobs": {"content": [{"token": self.tokenizer.decode([t], skip_special_tokens=False),
+                                            "logprob": lp} for t, lp in zip(completion_ids, logprobs,
+                                                                             strict=True)]}}
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": cfg.served_model_name,
+            "policy_version": version,
+            "prompt_token_ids": prompt_ids,
+            "choices": [choice],
+            "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": len(completion_ids),
+                      "total_tokens": len(prompt_ids) + len(completion_ids)},
+            "timing": {"generate_s": round(elapsed, 4)},
+        }

@@ -1,0 +1,158 @@
+"""Rollout workers: run a round's ``RolloutJob``s and return the collected episodes.
+
+Three pools behind one interface (``pool.run(jobs) -> list[dict]``, in job order):
+
+* ``inline``: in the calling process, one episode after another (a laptop, tests);
+* ``process``: ``workers`` spawned processes (``ProcessPoolExecutor``), each episode in a
+  fresh sandboxed session and simulator;
+* ``ray``: ``workers`` Ray actors (``RolloutActor``), each holding its own process. On a
+  cluster the actors are placed beside the vLLM policy servers; each job names the
+  endpoint it talks to (``policy_options["base_url"]``), and after each optimiser step
+  the trainer synchronises the servers' weights before the next round's jobs go out.
+
+``make_pool("auto")`` picks ``ray`` when Ray imports and ``workers > 1``, else
+``process`` for ``workers > 1``, else ``inline``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from captain_training.rl.errors import ConfigError
+from captain_training.rl.rollout import RolloutJob, collect_episode, job_to_dict
+
+POOL_KINDS = ("auto", "inline", "process", "ray")
+
+
+def _safe_collect(job: dict[str, Any]) -> dict[str, Any]:
+    """``collect_episode`` that never raises (a broken episode must not stop a round)."""
+    import traceback
+
+    try:
+        return collect_episode(job)
+    except Exception as exc:
+        return {"job": job, "usable": False, "end_reason": "harness_error", "termination": "error",
+                "host_success": False, "requests": 0, "critic_values": [], "wall_s": 0.0,
+                "error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"}
+
+
+def _process_init() -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+class InlinePool:
+    """Episodes one after another in this process."""
+
+    kind = "inline"
+
+    def run(self, jobs: Sequence[RolloutJob]) -> list[dict[str, Any]]:
+        return [_safe_collect(job_to_dict(j)) for j in jobs]
+
+    def close(self) -> None:
+        return None
+
+
+class ProcessPool:
+    """Episodes in ``workers`` spawned processes."""
+
+    kind = "process"
+
+    def __init__(self, workers: int) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.workers = int(workers)
+        self.executor = ProcessPoolExecutor(max_workers=self.workers, initializer=_process_init,
+                                            mp_context=multiprocessing.get_context("spawn"))
+
+    def run(self, jobs: Sequence[RolloutJob]) -> list[dict[str, Any]]:
+        return list(self.executor.map(_safe_collect, [job_to_dict(j) for j in jobs]))
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _ray_actor_class() -> Any:
+    import ray
+
+    @ray.remote
+    class RolloutActor:
+        """One rollout worker process (a Ray actor)."""
+
+        def __init__(self) -> None:
+            _process_init()
+
+        def collect(self, job: dict[str, Any]) -> dict[str, Any]:
+            return _safe_collect(job)
+
+    return RolloutActor
+
+
+class RayPool:
+    """Episodes on ``workers`` Ray actors (local Ray when no cluster address is set)."""
+
+    kind = "ray"
+
+    def __init__(self, workers: int, address: str | None = None, num_cpus: int | None = None) -> None:
+        import ray
+
+        self.started_here = False
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                      "ignore_reinit_error": True}
+            if address:
+                kwargs["address"] = address
+            else:
+                kwargs["num_cpus"] = num_cpus or max(int(workers), 1)
+            env = {k: v for k, v in os.environ.items() if k in ("PYTHONPATH", "MUJOCO_GL", "CAPTAIN_CACHE_DIR")}
+            if env:
+                kwargs["runtime_env"] = {"env_vars": env}
+            ray.init(**kwargs)
+            self.started_here = True
+        actor = _ray_actor_class()
+        self.actors = [actor.remote() for _ in range(max(int(workers), 1))]
+
+    def run(self, jobs: Sequence[RolloutJob]) -> list[dict[str, Any]]:
+        import ray
+
+        refs = [self.actors[i % len(self.actors)].collect.remote(job_to_dict(j)) for i, j in enumerate(jobs)]
+        return list(ray.get(refs))
+
+    def close(self) -> None:
+        import ray
+
+        for a in self.actors:
+            ray.kill(a)
+        self.actors = []
+        if self.started_here and ray.is_initialized():
+            ray.shutdown()
+
+
+def ray_available() -> bool:
+    """Whether Ray imports here."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def make_pool(kind: str = "auto", workers: int = 1, ray_address: str | None = None) -> Any:
+    """A rollout pool (see the module docstring)."""
+    if kind not in POOL_KINDS:
+        raise ConfigError(f"rollout pool {kind!r} is not one of {list(POOL_KINDS)}")
+    if workers < 1:
+        raise ConfigError(f"rollout workers must be >= 1, got {workers}")
+    if kind == "auto":
+        kind = "ray" if workers > 1 and ray_available() else ("process" if workers > 1 else "inline")
+    if kind == "ray":
+        if not ray_available():
+            raise ConfigError("rollout pool 'ray' needs the ray package (pip install ray); or use "
+                              "'process' / 'inline'")
+        return RayPool(workers, ray_address)
+    if kind == "process":
+        return ProcessPool(workers)
+    return InlinePool()
