@@ -1,0 +1,189 @@
+"""Where a relation goal puts an object: the object or region named by the goal, the
+object the code clicks and measures for it, and where the teacher aims.
+
+Goal arguments are LIBERO names: objects (``plate_1``), regions of objects or fixtures
+(``basket_1_contain_region``, ``flat_stove_1_cook_region``, ``wooden_cabinet_1_top_side``)
+or regions of the table (``main_table_stove_front_region``). A region of an object is
+reached by clicking that object; a region of the table by clicking the object it is
+named after (the stove, the plate).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from captain_harness.core.teacher.objects import kind_of, label_of
+from captain_harness.core.teacher.scene import SceneView, rot_z
+
+#: Region centres in their parent's body frame (m), where LIBERO's region sites sit.
+REGION_OFFSETS_M: dict[str, tuple[float, float, float]] = {
+    "contain_region": (0.0, 0.0, 0.072),
+    "cook_region": (0.15, 0.0, 0.0),
+    "back_contain_region": (0.034, -0.001, 0.086),
+    "heating_region": (0.0, 0.01, 0.096),
+    "top_side": (0.004, 0.016, 0.222),
+    "wine_rack_top_region": (0.0, -0.08, 0.217),
+}
+#: Regions of the table, in the simulator world frame (m): the table does not move.
+TABLE_REGIONS_WORLD_M: dict[str, tuple[float, float, float]] = {
+    "main_table_stove_front_region": (-0.05, 0.21, 0.895),
+    "living_room_table_plate_right_region": (0.15, 0.1, 0.41),
+}
+#: Half sizes (x, y) of regions, m (LIBERO's site sizes).
+REGION_HALF_XY_M: dict[str, tuple[float, float]] = {
+    "contain_region": (0.061, 0.061),
+    "cook_region": (0.075, 0.075),
+    "back_contain_region": (0.028, 0.062),
+    "heating_region": (0.12, 0.084),
+    "top_side": (0.125, 0.094),
+    "top_region": (0.03, 0.076),
+    "middle_region": (0.03, 0.076),
+    "bottom_region": (0.03, 0.076),
+    "wine_rack_top_region": (0.101, 0.022),
+    "main_table_stove_front_region": (0.04, 0.04),
+    "living_room_table_plate_right_region": (0.05, 0.05),
+}
+CONTAINER_KINDS = frozenset({"basket", "caddy", "microwave", "drawer_cabinet"})
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where one relation goal puts its object.
+
+    Attributes:
+        goal_arg: the goal's destination name.
+        click: the object clicked and measured for it.
+        relation: ``"on"`` or ``"in"``.
+        container: the object goes inside something (release low, inside its walls).
+        region: the goal names a region rather than an object (the aim is then an offset
+            from the clicked object's measured centre).
+    """
+
+    goal_arg: str
+    click: str
+    relation: str
+    container: bool
+    region: bool
+    spot_m: tuple[float, float, float] | None = None
+    share: tuple[int, int] = (0, 1)
+
+    @property
+    def label(self) -> str:
+        """Words for the destination."""
+        return "free spot on the table" if self.spot_m is not None else label_of(self.click)
+
+    def region_key(self) -> str:
+        """The key of this region in the offset and size tables."""
+        if self.goal_arg in TABLE_REGIONS_WORLD_M:
+            return self.goal_arg
+        if self.goal_arg.startswith("wine_rack") and self.goal_arg.endswith("top_region"):
+            return "wine_rack_top_region"
+        rest = self.goal_arg[len(self.click):].lstrip("_")
+        return rest
+
+    def aim_m(self, scene: SceneView) -> np.ndarray:
+        """Where the object's centre should end up, base frame (host truth)."""
+        if self.spot_m is not None:
+            return np.asarray(self.spot_m, dtype=float)
+        if not self.region:
+            return scene.position(self.click)
+        return self.region_center_m(scene) + self._toward_robot(scene) + self._share_offset(scene)
+
+    def _share_offset(self, scene: SceneView) -> np.ndarray:
+        """Side-by-side aims when several objects go to one region (``share`` = (index, count))."""
+        index, count = self.share
+        if count <= 1 or self.container:
+            return np.zeros(3)
+        hx, hy = self.half_xy_m()
+        yaw = scene.yaw(self.click) if self.click else 0.0
+        axis = rot_z(yaw)[:, 0] if hx >= hy else rot_z(yaw)[:, 1]
+        spread = min(max(hx, hy) * 0.55, 0.045)
+        t = (index - (count - 1) / 2.0) * (2.0 * spread / max(count - 1, 1))
+        return axis * t
+
+    def region_center_m(self, scene: SceneView) -> np.ndarray:
+        """Centre of the goal's region, base frame (for a drawer: the middle of the part of
+        its floor that is out of the cabinet)."""
+        from captain_harness.core.teacher.fixtures import drawer_for_region
+
+        drawer = drawer_for_region(scene, self.goal_arg)
+        if drawer is not None:
+            return drawer.inside_center_m(scene)
+        snap = scene.snapshot
+        if getattr(snap, "destination", "") == self.goal_arg and snap.goal_position_m is not None:
+            return scene.to_base(snap.goal_position_m)
+        key = self.region_key()
+        if key in TABLE_REGIONS_WORLD_M:
+            return scene.to_base(TABLE_REGIONS_WORLD_M[key])
+        offset = np.asarray(REGION_OFFSETS_M.get(key, (0.0, 0.0, 0.0)))
+        return scene.position(self.click) + rot_z(scene.yaw(self.click)) @ offset
+
+    def _toward_robot(self, scene: SceneView) -> np.ndarray:
+        """A shift of the aim toward the robot inside large, far regions (easier to reach)."""
+        center = self.region_center_m(scene)
+        if self.container or float(np.hypot(*center[:2])) < 0.62 or self.is_drawer(scene):
+            return np.zeros(3)
+        hx, hy = self.half_xy_m()
+        yaw = scene.yaw(self.click) if self.click else 0.0
+        toward = -center[:2] / float(np.hypot(*center[:2]))
+        local = rot_z(yaw)[:2, :2].T @ toward
+        step = min(0.45 * hx / max(abs(local[0]), 1e-6), 0.45 * hy / max(abs(local[1]), 1e-6), 0.07)
+        if step < 0.02:
+            return np.zeros(3)
+        return np.array([toward[0] * step, toward[1] * step, 0.0])
+
+    def release_top(self, scene: SceneView) -> str:
+        """Source for the height the released object's bottom must clear: the measured top
+        of the destination, or the walls of a drawer."""
+        from captain_harness.core.teacher.fixtures import drawer_for_region
+
+        drawer = drawer_for_region(scene, self.goal_arg)
+        if drawer is not None:
+            return f"{drawer.wall_top_m(scene) + 0.005:.3f}"
+        return 'd["top_z_m"]'
+
+    def is_drawer(self, scene: SceneView) -> bool:
+        """Whether the destination is inside a drawer."""
+        from captain_harness.core.teacher.fixtures import drawer_for_region
+
+        return drawer_for_region(scene, self.goal_arg) is not None
+
+    def half_xy_m(self) -> tuple[float, float]:
+        """Half size of the aim area: a region's, or the 3 cm LIBERO allows on an object."""
+        if self.spot_m is not None:
+            return (0.05, 0.05)
+        if not self.region:
+            return (0.03, 0.03)
+        return REGION_HALF_XY_M.get(self.region_key(), (0.03, 0.03))
+
+
+def destination_for(goal_arg: str, relation: str, scene: SceneView) -> Destination:
+    """The destination of a relation goal (see the module docstring)."""
+    names = scene.names()
+    if goal_arg in names:
+        return Destination(goal_arg, goal_arg, relation, kind_of(goal_arg) in CONTAINER_KINDS, False)
+    parents = [n for n in names if goal_arg.startswith(n)]
+    if parents:
+        parent = max(parents, key=len)
+        inside = relation == "in" or kind_of(parent) in ("basket",)
+        return Destination(goal_arg, parent, relation, inside and kind_of(parent) in CONTAINER_KINDS, True)
+    # a table region: click the object it is named after, else the nearest one
+    aim = None
+    if goal_arg in TABLE_REGIONS_WORLD_M:
+        aim = scene.to_base(TABLE_REGIONS_WORLD_M[goal_arg])
+    named = [n for n in names if label_of(n).split()[-1] in goal_arg]
+    if named:
+        ref = min(named, key=lambda n: float(np.linalg.norm(scene.position(n)[:2] - aim[:2])) if aim is not None
+                  else 0.0)
+    elif aim is not None:
+        ref = min(names, key=lambda n: float(np.linalg.norm(scene.position(n)[:2] - aim[:2])))
+    else:
+        ref = names[0]
+    return Destination(goal_arg, ref, relation, False, True)
+
+
+def spot_destination(spot_m: np.ndarray) -> Destination:
+    """A free point on the table as a destination (for setting something aside)."""
+    return Destination("table", "", "on", False, False, tuple(float(v) for v in spot_m))

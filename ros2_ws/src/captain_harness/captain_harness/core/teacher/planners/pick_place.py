@@ -1,0 +1,592 @@
+"""Pick an object and put it on or in a destination: ground both by clicking pixels,
+measure them, grasp from the measured geometry, lift, carry by the measured offset,
+lower, release, and step out of the camera's view. Verification is written by the task
+planner once every goal is done.
+
+Requests (typical): ground and measure; grasp and lift; carry and release. The teacher
+compares what the session measured and did with the snapshot: a measurement that is
+off (an object merged with what it stands on) is repeated from the wrist camera above
+the object; an empty grasp is retried with a changed grasp; an object that shifted in
+the grasp is measured again while held; a release off target is picked up again.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from captain_harness.core.teacher import cells
+from captain_harness.core.teacher.cells import num, vec
+from captain_harness.core.teacher.clearance import FINGER_BELOW_TCP_M, free_spot, hand_blockers, movable
+from captain_harness.core.teacher.context import HEAD, WRIST, Step, TeacherContext
+from captain_harness.core.teacher.fixtures import open_drawer_walls
+from captain_harness.core.teacher.objects import GraspSpec, grasp_for, kind_of, label_of
+from captain_harness.core.teacher.planners.common import Plan, look_and_click, spot_target, target, view_pose_above
+from captain_harness.core.teacher.planners.destinations import Destination, spot_destination
+from captain_harness.core.teacher.scene import Box, rot_z
+
+#: Short session variable names per kind of object.
+_SHORT = {"bowl": "bowl", "plate": "plate", "ramekin": "ramekin", "mug": "mug", "can": "can",
+          "flat_box": "box", "bottle": "bottle", "carton": "carton", "wine_bottle": "bottle",
+          "moka_pot": "pot", "book": "book", "basket": "basket", "stove": "stove",
+          "drawer_cabinet": "cabinet", "microwave": "microwave", "wine_rack": "rack", "caddy": "caddy"}
+_WORDS_BY_PREFIX = {"alphabet_soup": "soup", "tomato_sauce": "sauce", "cream_cheese": "cheese",
+                    "butter": "butter", "chocolate_pudding": "pudding", "bbq_sauce": "bbq", "ketchup": "ketchup",
+                    "salad_dressing": "dressing", "milk": "milk", "orange_juice": "juice",
+                    "white_yellow_mug": "ymug", "porcelain_mug": "mug", "red_coffee_mug": "rmug"}
+#: Expected footprint radius per kind (m), to notice a measurement that took in too much.
+EXPECTED_RADIUS_M = {"bowl": 0.054, "ramekin": 0.045, "plate": 0.069, "can": 0.032, "flat_box": 0.047,
+                     "bottle": 0.032, "carton": 0.038, "wine_bottle": 0.022, "mug": 0.06, "moka_pot": 0.08,
+                     "book": 0.07}
+TOP_DOWN = np.array([0.0, 2**-0.5, 2**-0.5, 0.0])
+
+
+class PlanError(RuntimeError):
+    """The teacher cannot continue this plan (nothing it could click, no reachable pose)."""
+
+
+def short_name(name: str) -> str:
+    """A session variable name for an object (``"akita_black_bowl_1"`` -> ``"bowl"``)."""
+    for prefix, word in _WORDS_BY_PREFIX.items():
+        if name.startswith(prefix):
+            return word
+    return _SHORT.get(kind_of(name), "thing")
+
+
+def names_for(obj: str, dest: Destination) -> tuple[str, str]:
+    """Session variables of the object's and the destination's detections."""
+    ov, dv = short_name(obj), short_name(dest.click)
+    return ov, (dv + "2" if dv == ov else dv)
+
+
+def quat_for_jaw(jaw_yaw: float) -> np.ndarray:
+    """The quaternion ``downq(jaw_yaw)`` evaluates to."""
+    a = math.pi / 4 + jaw_yaw / 2
+    return np.array([0.0, math.cos(a), math.sin(a), 0.0])
+
+
+def direction_words(v: np.ndarray) -> str:
+    """Words for a horizontal direction in the base frame, from the robot's view."""
+    x, y = float(v[0]), float(v[1])
+    parts = []
+    if abs(x) > 0.3 * max(abs(x), abs(y)):
+        parts.append("farther from the robot" if x > 0 else "nearer the robot")
+    if abs(y) > 0.3 * max(abs(x), abs(y)):
+        parts.append("to the left" if y > 0 else "to the right")
+    return " and ".join(parts) or "here"
+
+
+def xy_distance_to_box(p: np.ndarray, box: Box) -> float:
+    """Horizontal distance from a point to a box's footprint, m (0 inside)."""
+    local = rot_z(box.yaw_rad)[:2, :2].T @ (np.asarray(p[:2], float) - box.center_m[:2])
+    d = np.maximum(np.abs(local) - box.half_m[:2], 0.0)
+    return float(np.hypot(*d))
+
+
+# ---------------------------------------------------------------------- grasp choice
+@dataclass
+class Grasp:
+    """A grasp decision: rim side (unit xy vector, None for a centred grasp), the jaw yaw
+    (as code and as a number, None when the code reads it from the measurement), depth
+    below the top and the rim inset."""
+
+    side: np.ndarray | None
+    jaw_code: str
+    jaw_yaw: float | None
+    depth_m: float
+    inset_m: float
+    blockers: tuple[str, ...] = ()
+    note: str = ""
+
+
+def _center_grasp(ctx: TeacherContext, obj: str, spec: GraspSpec, attempt: int) -> Grasp:
+    """A centred grasp: jaws across the narrow side (or any way round for round objects),
+    turned a little when the hand would otherwise touch a neighbour."""
+    scene = ctx.scene
+    box = scene.box(obj)
+    depth = max(0.006, spec.depth_below_top_m - 0.008 * attempt)
+    tcp = np.array([box.center_m[0], box.center_m[1], max(box.top_z_m - depth, box.bottom_z_m + 0.016)])
+    hx, hy = float(box.half_m[0]), float(box.half_m[1])
+    elongated = max(hx, hy) > 1.25 * min(hx, hy)
+    if spec.jaw_across_short_side and elongated:
+        long_dir = box.yaw_rad + (0.0 if hx >= hy else math.pi / 2)
+        deltas = [0.0, 0.2, -0.2, 0.35, -0.35]
+        base_code = 'o["yaw_rad"]'
+        base = long_dir
+    else:
+        deltas = [0.0, math.pi / 4, -math.pi / 4, math.pi / 2, math.pi / 8, -math.pi / 8, 3 * math.pi / 8,
+                  -3 * math.pi / 8]
+        base_code = ""
+        base = 0.0
+    first_blockers: tuple[str, ...] = ()
+    for delta in deltas:
+        jaw = _wrap_jaw(base + delta)
+        blocked = hand_blockers(scene, tcp, jaw, [obj])
+        if not blocked:
+            if base_code:
+                code = base_code if delta == 0.0 else f"{base_code} + {num(delta, 2)}"
+            else:
+                code = "0.0" if delta == 0.0 else ("math.pi / 2" if abs(abs(jaw) - math.pi / 2) < 1e-6 else num(jaw, 3))
+            note = "" if delta == 0.0 else " turned a little so the hand stays clear of its neighbours"
+            return Grasp(None, code, jaw, depth, 0.0, note=note)
+        if not first_blockers:
+            first_blockers = tuple(blocked)
+    return Grasp(None, base_code or "0.0", _wrap_jaw(base), depth, 0.0, blockers=first_blockers)
+
+
+def _wrap_jaw(angle: float) -> float:
+    """A jaw yaw in (-pi/2, pi/2] (the jaws are symmetric)."""
+    while angle > math.pi / 2:
+        angle -= math.pi
+    while angle <= -math.pi / 2:
+        angle += math.pi
+    return angle
+
+
+def choose_grasp(ctx: TeacherContext, obj: str, spec: GraspSpec, attempt: int,
+                 dest: Destination | None = None) -> Grasp:
+    """The grasp: for rim grasps the side with the most room for the outer finger (other
+    objects, the walls of an open drawer) within comfortable reach, random among the
+    good ones (another on a retry); for centred grasps the jaws across the narrow side
+    of the measured footprint."""
+    scene = ctx.scene
+    if spec.style == "body":
+        jaw = _wrap_jaw(scene.yaw(obj) - math.pi / 2)
+        return Grasp(None, num(jaw), jaw, spec.depth_below_top_m, 0.0,
+                     note=", across its body (handle and spout stay outside the jaws)")
+    if spec.style != "rim":
+        return _center_grasp(ctx, obj, spec, attempt)
+    box = scene.box(obj)
+    radius = EXPECTED_RADIUS_M.get(spec.kind, float(max(box.half_m[0], box.half_m[1])))
+    grasp_z = box.top_z_m - spec.depth_below_top_m
+    obstacles = [scene.box(n) for n in scene.names() if n != obj and scene.box(n).top_z_m > grasp_z - 0.01
+                 and scene.box(n).bottom_z_m < box.top_z_m]
+    obstacles += [w for w in open_drawer_walls(scene) if w.top_z_m > grasp_z - 0.01]
+    allowed = None
+    if dest is not None and dest.is_drawer(scene):
+        from captain_harness.core.teacher.fixtures import drawer_for_region
+
+        drawer = drawer_for_region(scene, dest.goal_arg)
+        across = rot_z(scene.yaw(drawer.cabinet))[:2, 0]  # along the drawer's front
+        allowed = across
+    scored = []
+    for deg in range(0, 360, 30):
+        a = math.radians(deg)
+        if allowed is not None and abs(math.cos(a) * allowed[0] + math.sin(a) * allowed[1]) < 0.95:
+            continue  # keep the hand along the drawer's front so it stays off the cabinet
+        d = np.array([math.cos(a), math.sin(a)])
+        finger = box.center_m[:2] + d * (radius + 0.015)
+        room = min((xy_distance_to_box(finger, b) for b in obstacles), default=0.1)
+        tcp = box.center_m[:2] + d * (radius - spec.rim_inset_m)
+        reach = float(np.hypot(*tcp))
+        blocked = hand_blockers(scene, np.array([tcp[0], tcp[1], grasp_z]), _wrap_jaw(a - math.pi / 2), [obj])
+        score = min(room, 0.05) - 0.3 * max(0.0, reach - 0.66) - (0.004 if deg % 90 else 0.0) - 0.05 * len(blocked)
+        scored.append((score, deg, d))
+    scored.sort(key=lambda t: -t[0])
+    good = [t for t in scored if t[0] >= scored[0][0] - 0.006]
+    pick = good[int(ctx.rng.integers(len(good)))] if attempt == 0 else scored[min(attempt, len(scored) - 1)]
+    _score, deg, d = pick
+    jaw = _wrap_jaw(math.radians(deg) - math.pi / 2)
+    if deg % 90 == 0:
+        jaw_code = {0: "math.pi / 2", 90: "0.0", 180: "math.pi / 2", 270: "0.0"}[deg]
+        jaw = {0: math.pi / 2, 90: 0.0, 180: math.pi / 2, 270: 0.0}[deg]
+        side = np.round(d)
+    else:
+        jaw_code = num(jaw)
+        side = np.round(d, 3)
+    depth = spec.depth_below_top_m + 0.005 * attempt
+    return Grasp(side, jaw_code, jaw, depth, spec.rim_inset_m)
+
+
+# ---------------------------------------------------------------------- measuring
+def _measurement_problem(ctx: TeacherContext, name: str, printed: Any) -> str | None:
+    """Why a printed measurement of an object looks wrong (host check), or None."""
+    if not isinstance(printed, dict) or "center" not in printed:
+        return "the measurement did not come back"
+    box = ctx.scene.box(name)
+    c = np.asarray(printed["center"], dtype=float)
+    kind = kind_of(name)
+    expected = EXPECTED_RADIUS_M.get(kind)
+    radius = float(printed.get("radius") or 0.0)
+    if expected is not None and radius > 1.35 * expected + 0.01:
+        return (f"the measured footprint radius ({num(radius * 100, 1)} cm) is too large for a {label_of(name)}; "
+                "the region took in something next to or under it")
+    if float(np.linalg.norm(c[:2] - box.center_m[:2])) > 0.02:
+        return "the measured centre does not match where the object is in the image"
+    if abs(float(printed.get("top", box.top_z_m)) - box.top_z_m) > 0.02:
+        return "the measured top height looks wrong"
+    return None
+
+
+def ground_and_measure(ctx: TeacherContext, obj: str, dest: Destination, ov: str, dv: str,
+                       reasoning: str) -> Plan:
+    """Observe, click the object and the destination, measure them together and print
+    the numbers; moves to a viewpoint first when the head camera cannot see both, and
+    measures again from above when a measurement looks wrong."""
+    held = tuple(n for n, h in ctx.scene.snapshot.held.items() if h)
+    if dest.spot_m is not None:
+        dest_t = spot_target(dv, np.asarray(dest.spot_m))
+    else:
+        dest_t = target(dv, dest.click, ignore=(obj,) if obj in held else ())
+    targets = [target(ov, obj, ignore=held), dest_t]
+    found = look_and_click(ctx, targets, prefer=HEAD)
+    if found is None:
+        yield from move_to_view(ctx, obj)
+        found = look_and_click(ctx, targets, prefer=WRIST) or look_and_click(ctx, targets, prefer=HEAD)
+        if found is None:
+            raise PlanError(f"no camera sees both the {label_of(obj)} and the {dest.label}")
+    camera, lines = found
+    if dest.spot_m is not None:
+        lines[-1] = lines[-1].replace('["detection_id"]', "")
+        lines.append(cells.measure("g", ov))
+        lines.append(f'o = g["object"]\np_spot = np.array({dv}["position_m"])\n'
+                     'd = {"center_m": p_spot, "center_xy_m": p_spot[:2], "top_z_m": p_spot[2], '
+                     '"bottom_z_m": p_spot[2]}')
+        lines.append(_print_geometry(ov, "o", with_yaw=True))
+        lines.append('print("spot:", [round(x, 4) for x in p_spot])')
+    else:
+        lines.append(cells.measure("g", ov, dv))
+        lines.append('o, d = g["object"], g["destination"]')
+        lines.append(_print_geometry(ov, "o", with_yaw=True))
+        lines.append(_print_geometry(dv, "d"))
+        lines.append('print("offset:", [round(x, 4) for x in g["object_to_destination_xy_offset_m"]])')
+    cam_words = "head" if camera == HEAD else "wrist"
+    fb = yield Step(reasoning + f" I'll click both in the {cam_words} image and measure them together.",
+                    ["\n".join(lines)])
+    printed = dict(fb.values)
+    for name, var, key in ((obj, ov, "o"), (dest.click, dv, "d")):
+        if name == dest.click and (dest.region or dest.spot_m is not None):
+            continue
+        problem = _measurement_problem(ctx, name, printed.get(var))
+        if problem is None:
+            continue
+        fb = yield from remeasure_from_above(ctx, name, var, key, problem)
+    return fb
+
+
+def _print_geometry(var: str, key: str, with_yaw: bool = False) -> str:
+    yaw = f', "yaw": {key}["yaw_rad"]' if with_yaw else ""
+    return (f'print("{var}:", {{"center": {key}["center_m"], "top": {key}["top_z_m"], "bottom": {key}["bottom_z_m"], '
+            f'"radius": {key}["footprint"]["radius_m"]{yaw}}})')
+
+
+def move_to_view(ctx: TeacherContext, name: str) -> Plan:
+    views = [view_pose_above(ctx, name, h, back) for h, back in ((0.22, 0.06), (0.18, 0.12), (0.26, 0.16))]
+    ctx.tcp_quaternion = TOP_DOWN.copy()
+    options = ", ".join(vec(p) for p in views)
+    fb = yield Step(
+        f"The head camera does not give a clean view of the {label_of(name)} from here. I'll move the hand above "
+        "it and look down with the wrist camera, trying a few viewpoints until one is reachable.",
+        [f"for view in ({options}):\n    r = go(view, downq(0.0), speed={num(ctx.style.approach_speed_m_s)})\n"
+         '    if r["success"]:\n        break\nprint("moved:", r["success"])'])
+    return fb
+
+
+def remeasure_from_above(ctx: TeacherContext, name: str, var: str, key: str, problem: str) -> Plan:
+    """Measure one object again from the wrist camera above it; the result replaces the
+    session's ``o`` (object) or ``d`` (destination)."""
+    yield from move_to_view(ctx, name)
+    found = look_and_click(ctx, [target(var + "_w", name)], prefer=WRIST)
+    if found is None:
+        return
+    _camera, lines = found
+    lines.append(cells.measure("gw", var + "_w"))
+    lines.append(f'{key} = gw["object"]')
+    lines.append(_print_geometry(var, key, with_yaw=key == "o"))
+    fb = yield Step(f"That measurement looks off: {problem}. From above, the wrist camera sees the {label_of(name)} "
+                    "on its own; I'll measure it again there and use that.", ["\n".join(lines)])
+    return fb
+
+
+# ---------------------------------------------------------------------- the plan
+def pick_and_place(ctx: TeacherContext, obj: str, dest: Destination, *, first: bool) -> Plan:
+    """The whole pick-and-place of one object (see the module docstring)."""
+    spec = grasp_for(obj)
+    ov, dv = names_for(obj, dest)
+    olab, dlab = label_of(obj), dest.label
+    reason = (f"{'First' if first else 'Next'} I need the {olab} and the {dlab}: I'll ground both and measure where "
+              f"the {olab} is relative to the {dlab}.")
+    yield from ground_and_measure(ctx, obj, dest, ov, dv, reason)
+    blockers = [b for b in choose_grasp(ctx, obj, spec, 0).blockers if movable(b) and b != dest.click]
+    if blockers and dest.spot_m is None:
+        for b in blockers[:2]:
+            yield from move_aside(ctx, b, [ctx.scene.position(obj), dest.aim_m(ctx.scene)], obj)
+        yield from ground_and_measure(ctx, obj, dest, ov, dv,
+                                      f"With the way clear, I measure the {olab} and the {dlab} again.")
+    yield from grasp_carry_release(ctx, obj, dest, spec, ov, dv, retries=2)
+
+
+def move_aside(ctx: TeacherContext, name: str, avoid: list[np.ndarray], for_obj: str,
+               reason: str | None = None) -> Plan:
+    """Pick an object that is in the way and set it down on a free spot of the table."""
+    spot = free_spot(ctx.scene, name, avoid, ctx.rng)
+    if spot is None:
+        return
+    dest = spot_destination(spot)
+    spec = grasp_for(name)
+    ov, dv = short_name(name), "spot"
+    reason = reason or (
+        f"The {label_of(name)} stands so close to the {label_of(for_obj)} that the hand would hit it when closing on "
+        f"the {label_of(for_obj)}. I'll first set the {label_of(name)} aside on a free spot of the table.")
+    yield from ground_and_measure(ctx, name, dest, ov, dv, reason)
+    yield from grasp_carry_release(ctx, name, dest, spec, ov, dv, retries=1)
+
+
+def grasp_carry_release(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec, ov: str, dv: str,
+                        retries: int) -> Plan:
+    """Grasp (with retries), measure again while holding when needed, carry, release,
+    and pick the object up again once when it ends off target."""
+    attempt = 0
+    while True:
+        if ctx.actions_left() < 10 or ctx.requests_left() < 4:
+            return
+        grasp = choose_grasp(ctx, obj, spec, attempt, dest)
+        fb = yield _grasp_step(ctx, obj, dest, spec, grasp, ov, attempt)
+        if fb.values.get("held") is True and ctx.held(obj):
+            break
+        if fb.values.get("held") is True:
+            fb = yield _open_and_back_off(ctx, f"The jaws report something held, but the {label_of(obj)} is not "
+                                               "lifting with them.")
+        attempt += 1
+        if attempt > retries:
+            return
+        fb = yield from _regrasp(ctx, obj, dest, ov, dv, attempt)
+    # measured again while holding when the object moved in the grasp (or by habit)
+    printed = _printed(ctx, ov)
+    shifted = printed is not None and float(np.linalg.norm(
+        np.asarray(printed["center"][:2]) - ctx.scene.box(obj).center_m[:2]
+        - (ctx.scene.ee_m[:2] - _grasp_tcp_xy(ctx)))) > 0.012
+    if shifted or ctx.style.wrist_remeasure:
+        yield from measure_held(ctx, obj, dest, ov, dv, shifted)
+    fb = yield _place_step(ctx, obj, dest, spec)
+    aim = dest.aim_m(ctx.scene)
+    off = ctx.scene.position(obj)[:2] - aim[:2]
+    half = dest.half_xy_m()
+    if dest.spot_m is None and dest.goal_arg and not ctx.held(obj):
+        if ctx.goal_satisfied(dest.relation, (obj, dest.goal_arg)):
+            return
+    elif not ctx.held(obj) and abs(off[0]) <= half[0] * 0.85 and abs(off[1]) <= half[1] * 0.85:
+        return
+    if retries <= 0 or ctx.actions_left() < 12 or ctx.requests_left() < 8:
+        return
+    if ctx.held(obj):
+        yield _open_and_back_off(ctx, f"The {label_of(obj)} is still between the jaws.")
+    reason = (f"The {label_of(obj)} did not end where it should ({num(float(np.linalg.norm(off)) * 100, 1)} cm off; "
+              f"it has to go {direction_words(-off)}). I'll measure again and move it.")
+    yield from ground_and_measure(ctx, obj, dest, ov, dv, reason)
+    yield from grasp_carry_release(ctx, obj, dest, spec, ov, dv, retries=0)
+
+
+def _grasp_tcp_xy(ctx: TeacherContext) -> np.ndarray:
+    """Where the tool was when it closed (the teacher's record of its last grasp)."""
+    return ctx.last_grasp_xy if ctx.last_grasp_xy is not None else ctx.scene.ee_m[:2]
+
+
+def _grasp_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec, grasp: Grasp,
+                ov: str, attempt: int) -> Step:
+    st = ctx.style
+    descend = num(spec.descend_speed_m_s * st.descend_speed_scale)
+    olab = label_of(obj)
+    lines = [f"q = downq({grasp.jaw_code})", 'grasp = np.array(o["center_m"], dtype=float)']
+    if grasp.side is not None:
+        lines.append(f'grasp[:2] += np.array({vec(grasp.side)}) * (o["footprint"]["radius_m"] - '
+                     f'{num(grasp.inset_m)})  # on the rim')
+        what = f"the {olab}'s rim on its {direction_words(grasp.side)} side"
+    else:
+        what = f"the middle of the {olab}{grasp.note}"
+    if spec.style == "body":
+        printed = _printed(ctx, ov)
+        if printed is not None:
+            corr = ctx.scene.position(obj)[:2] - np.asarray(printed["center"][:2], dtype=float)
+            if float(np.linalg.norm(corr)) > 0.004:
+                lines.append(f"grasp[:2] += {vec(corr)}  # the body's middle: the handle and spout widen the outline")
+    depth = grasp.depth_m
+    meta: dict = {}
+    mistake = st.mistake if not ctx.mistake_done else None
+    if mistake == "grasp_too_high" and attempt == 0:
+        depth = -0.025  # the fingertips stop above the object
+        ctx.mistake_done = True
+        meta = {"injected_mistake": mistake, "nosup_reason": "injected_mistake"}
+    lines.append(f'grasp[2] = max(o["top_z_m"] - {num(depth)}, o["bottom_z_m"] + {num(FINGER_BELOW_TCP_M + 0.0035, 4)})'
+                 '  # fingertips off the support')
+    lines.append('hang = grasp[2] - o["bottom_z_m"]  # how far the object reaches below the fingers')
+    hover = spec.approach_above_m + st.hover_m - 0.06
+    lines.append(f"above = grasp + [0, 0, {num(hover)}]")
+    if st.check_first:
+        lines.append('chk = robot.check_motion(grasp.tolist(), q)\nprint("grasp reachable:", val(chk, "reachable"))')
+    lines.append('if val(robot.gripper_state(), "gripper_open_fraction") < 0.9:\n    robot.move_to(gripper="open")')
+    lines.append(f"r = go(above, q, speed={num(st.approach_speed_m_s)})")
+    # the teacher's own record of where the tool will be (for later checks)
+    box = ctx.scene.box(obj)
+    side_xy = np.zeros(2) if grasp.side is None else np.asarray(grasp.side, float) * (
+        EXPECTED_RADIUS_M.get(spec.kind, 0.05) - grasp.inset_m)
+    ctx.last_grasp_xy = box.center_m[:2] + side_xy
+    yaw = grasp.jaw_yaw if grasp.jaw_yaw is not None else 0.0
+    ctx.tcp_quaternion = quat_for_jaw(yaw)
+    if mistake == "fast_descent" and attempt == 0:
+        ctx.mistake_done = True
+        meta = {"injected_mistake": mistake, "nosup_reason": "injected_mistake"}
+        lines.append('if r["success"]:\n    r = go(grasp - [0, 0, 0.03], q, speed=0.2)')
+        lines.append('print("descent:", (r.get("value") or {}).get("stopped_reason"))')
+        return Step(f"I'll go straight down onto {what} and close there.", ["\n".join(lines)], meta=meta)
+    lines.append(f'if r["success"]:\n    r = go(grasp, q, speed={descend})')
+    lines.append('print("descent:", (r.get("value") or {}).get("stopped_reason"))')
+    if st.inspect_contact:
+        lines.append(f'ic = robot.inspect_contact_geometry({ov}, grasp.tolist(), q)\n'
+                     'print("straddles:", val(ic, "straddles"))')
+    lines.append('c = robot.move_to(gripper="close")\nprint("held:", val(c, "held"))')
+    lift_z = _lift_expression(ctx, obj, dest, spec)
+    lines.append(f'if val(c, "held"):\n    lift = grasp.copy()\n    lift[2] = {lift_z}\n'
+                 f'    r = go(lift, q, speed={num(st.carry_speed_m_s * 0.8)}, mode="manipulation")\n'
+                 '    print("lifted:", r["success"])')
+    again = " again, with a changed grasp" if attempt else ""
+    where = f"{num(depth * 100, 1)} cm below the measured top" if depth > 0 else "at the height of its measured top"
+    reasoning = (f"Now the grasp{again}: top-down on {what}, {where}. "
+                 "Hover first, descend slowly, close, and lift in manipulation mode if it holds.")
+    return Step(reasoning, ["\n".join(lines)], meta=meta)
+
+
+def _lift_expression(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec) -> str:
+    """Source of the lift height: clear of the destination's top (and of anything high on
+    the way) with the object hanging below the fingers."""
+    clear = num(0.03 + 0.5 * ctx.style.lift_extra_m)
+    expr = f'max(grasp[2] + 0.1, d["top_z_m"] + hang + {clear})'
+    scene = ctx.scene
+    start, end = scene.position(obj), dest.aim_m(scene)
+    top = -1.0
+    for n in scene.names():
+        if n in (obj, dest.click):
+            continue
+        b = scene.box(n)
+        if any(xy_distance_to_box(start + t * (end - start), b) < 0.07 for t in np.linspace(0.0, 1.0, 12)):
+            top = max(top, b.top_z_m)
+    box = scene.box(obj)
+    hang = box.top_z_m - spec.depth_below_top_m - box.bottom_z_m
+    needed = top + hang + 0.05 + box.top_z_m - spec.depth_below_top_m - box.bottom_z_m - hang
+    dest_top = scene.box(dest.click).top_z_m if dest.click else float(dest.aim_m(scene)[2])
+    if top > dest_top and needed > box.top_z_m + 0.1:
+        expr = f"max({expr}, {num(top + 0.05)} + hang)  # pass over what stands on the way"
+    return expr
+
+
+def measure_held(ctx: TeacherContext, obj: str, dest: Destination, ov: str, dv: str, shifted: bool) -> Plan:
+    """Measure the held object and the destination again before carrying."""
+    if not dest.click:
+        return
+    held_t = target(ov + "_h", obj, ignore=(obj,))
+    dest_t = target(dv + "_h", dest.click, ignore=(obj,))
+    found = look_and_click(ctx, [held_t, dest_t], prefer=WRIST if ctx.rng.random() < 0.5 else HEAD)
+    if found is None:
+        return
+    camera, lines = found
+    lines = ['lift_h = np.array(val(robot.get_robot_state(), "end_effector_position_m"))', *lines]
+    lines.append(cells.measure("g_h", ov + "_h", dv + "_h"))
+    lines.append(_print_geometry(ov + "_held", 'g_h["object"]', with_yaw=True))
+    lines.append(_print_geometry(dv + "_now", 'g_h["destination"]'))
+    why = ("The object may have shifted in the grasp" if shifted else "Before carrying")
+    cam = "wrist" if camera == WRIST else "head"
+    fb = yield Step(f"{why}: I'll measure the held {label_of(obj)} and the {dest.label} again from the {cam} camera, "
+                    "so the carry uses where it really is between the fingers.", ["\n".join(lines)])
+    held_m = fb.values.get(ov + "_held")
+    box = ctx.scene.box(obj)
+    good = isinstance(held_m, dict) and "center" in held_m and float(np.linalg.norm(
+        np.asarray(held_m["center"][:2], float) - box.center_m[:2])) < 0.015 and abs(
+        float(held_m.get("radius", 0.0)) - EXPECTED_RADIUS_M.get(kind_of(obj), float(held_m.get("radius", 0.0)))) < 0.02
+    ctx.adopt_held = bool(good)
+    radius_cm = float(held_m.get("radius", 0.0)) * 100 if isinstance(held_m, dict) else 0.0
+    ctx.held_note = ("" if good else f"the held measurement took in the fingers (radius {num(radius_cm, 1)} cm), "
+                     "so I keep the one from before the grasp")
+
+
+def _place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec) -> Step:
+    st = ctx.style
+    olab, dlab = label_of(obj), dest.label
+    _ov, dv = names_for(obj, dest)
+    where = "into" if dest.container else "onto"
+    aim = dest.aim_m(ctx.scene)
+    lines = []
+    measured_dest = _printed(ctx, dv)
+    corr = None
+    if dest.region and measured_dest is not None:
+        corr = aim[:2] - np.asarray(measured_dest["center"][:2], dtype=float)
+        if float(np.linalg.norm(corr)) < 0.01:
+            corr = None
+    if corr is not None:
+        lines.append(f'target = np.array(d["center_xy_m"]) + {vec(corr)}  # the spot is '
+                     f"{direction_words(corr)} of the {dlab}'s centre")
+    else:
+        lines.append('target = np.array(d["center_xy_m"])')
+    meta: dict = {}
+    if st.mistake == "release_off_target" and not ctx.mistake_done:
+        ctx.mistake_done = True
+        meta = {"injected_mistake": st.mistake, "nosup_reason": "injected_mistake"}
+        lines.append("target += [0.0, 0.06]")
+    if getattr(ctx, "adopt_held", None) is True:
+        lines.insert(0, 'o, d, lift = g_h["object"], g_h["destination"], lift_h\nhang = lift[2] - o["bottom_z_m"]'
+                        "  # the measurement taken while holding")
+    elif getattr(ctx, "adopt_held", None) is False:
+        lines.insert(0, f"# {ctx.held_note}")
+    ctx.adopt_held = None
+    lines.append('place = lift.copy()\nplace[:2] += target - np.array(o["center_xy_m"])')
+    lines.append(f'r = go(place, q, speed={num(st.carry_speed_m_s)}, mode="manipulation")')
+    top = dest.release_top(ctx.scene)
+    if dest.is_drawer(ctx.scene):
+        lines.append(f'release = place.copy()\nrelease[2] = {top} + {num(spec.release_above_m)} + hang'
+                     f"  # just above the drawer's walls")
+    elif dest.container:
+        lines.append(f'release = place.copy()\nrelease[2] = {top} + {num(spec.release_above_m)} + hang'
+                     f"  # just above the rim, it drops in")
+    else:
+        lines.append(f'release = place.copy()\nrelease[2] = {top} + {num(spec.release_above_m)} + hang')
+    lines.append('if r["success"]:\n    r = go(release, q, speed=0.05, mode="manipulation")\n'
+                 '    print("lowered:", r["success"])')
+    lines.append('opened = robot.move_to(gripper="open")')
+    if st.settle_hold_s > 0:
+        lines.append(f"robot.hold(duration_s={num(st.settle_hold_s, 1)})")
+    lines.append(f"r = go(release + [0, 0, 0.1], q, speed={num(st.approach_speed_m_s)})")
+    lines.append(f"r = go(home, downq(0.0), speed={num(st.approach_speed_m_s)})  # out of the head camera's view")
+    if st.notes:
+        lines.append(f'with open("NOTES.md", "a") as f:\n    f.write("- released the {olab} {where} the {dlab}\\n")')
+    ctx.tcp_quaternion = TOP_DOWN.copy()
+    reasoning = (f"The {olab} is held. I'll carry it by the measured offset to the {dlab}, lower it {where} it, open "
+                 "the jaws, back off upward and move out of the head camera's view.")
+    return Step(reasoning, ["\n".join(lines)], meta=meta)
+
+
+def _printed(ctx: TeacherContext, key: str) -> dict | None:
+    """The last measurement the session printed under ``key``."""
+    for values in reversed(ctx.printed_history):
+        v = values.get(key)
+        if isinstance(v, dict) and "center" in v:
+            return v
+    return None
+
+
+def _open_and_back_off(ctx: TeacherContext, why: str) -> Step:
+    ctx.tcp_quaternion = TOP_DOWN.copy()
+    lines = ['robot.move_to(gripper="open")',
+             'r = robot.recover(max_distance_m=0.08, max_duration_s=6.0)',
+             f"r = go(home, downq(0.0), speed={num(ctx.style.approach_speed_m_s)})"]
+    return Step(why + " I'll open, back off along the path and look again.", ["\n".join(lines)],
+                meta={"recovery": "reopen"})
+
+
+def _regrasp(ctx: TeacherContext, obj: str, dest: Destination, ov: str, dv: str, attempt: int) -> Plan:
+    """After an empty grasp (or a guarded stop): open, back off, look and measure again."""
+    stopped = ctx.fb is not None and ctx.fb.receipt_failed("move_to")
+    why = ("The descent stopped early on contact and the jaws did not get the "
+           f"{label_of(obj)}." if stopped else f"The jaws closed on nothing: the {label_of(obj)} is not held.")
+    lines = ['robot.move_to(gripper="open")',
+             'r = robot.recover(max_distance_m=0.08, max_duration_s=6.0)',
+             'if not r["success"]:\n    r = go(np.array(val(robot.get_robot_state(), "end_effector_position_m")) '
+             '+ [0, 0, 0.08], q, speed=0.05)',
+             f"r = go(home, downq(0.0), speed={num(ctx.style.approach_speed_m_s)})"]
+    ctx.tcp_quaternion = TOP_DOWN.copy()
+    yield Step(why + " I'll open, back off along the path with recover() and look again before another try.",
+               ["\n".join(lines)], meta={"recovery": "empty_grasp"})
+    reason = f"Grasp attempt {attempt + 1}: re-grounding the {label_of(obj)} and the {dest.label} in a fresh image."
+    fb = yield from ground_and_measure(ctx, obj, dest, ov, dv, reason)
+    return fb

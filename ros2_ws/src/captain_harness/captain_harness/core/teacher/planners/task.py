@@ -1,0 +1,146 @@
+"""The whole episode: set up the session, split the task's goals into sub-tasks in a
+workable order, run each sub-task's planner, then verify and finish.
+
+Order of sub-tasks: opening drawers (also one that a relation needs open), turning knobs,
+then the relations in the task's order, then closing drawers and doors (after whatever
+goes inside them). Goals already true at the start are skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from captain_harness.core.teacher import cells
+from captain_harness.core.teacher.context import HEAD, WRIST, Step, TeacherContext
+from captain_harness.core.teacher.library import HELPERS_SOURCE
+from captain_harness.core.teacher.objects import label_of
+from captain_harness.core.teacher.planners import articulated
+from captain_harness.core.teacher.planners.common import Plan
+from captain_harness.core.teacher.planners.destinations import Destination, destination_for
+from captain_harness.core.teacher.planners.pick_place import PlanError, pick_and_place
+from captain_harness.core.teacher.planners.verify import Relation, all_goals_met, finish_step, verify_and_finish
+
+RELATIONS = ("on", "in")
+ARTICULATIONS = ("open", "close", "turnon", "turnoff")
+
+
+@dataclass(frozen=True)
+class Subtask:
+    """One goal to bring about: ``kind`` is ``"place"`` or an articulation predicate."""
+
+    kind: str
+    args: tuple[str, ...]
+    dest: Destination | None = None
+
+    def satisfied(self, ctx: TeacherContext) -> bool:
+        """Whether its goal holds now."""
+        if self.kind == "place":
+            assert self.dest is not None
+            return ctx.goal_satisfied(self.dest.relation, (self.args[0], self.dest.goal_arg))
+        if self.kind == "open_for":
+            return articulated.is_open(ctx, self.args[0])
+        if self.kind == "clear":
+            return not articulated.in_drawer_way(ctx, self.args[1], self.args[0])
+        return ctx.goal_satisfied(self.kind, self.args)
+
+
+def setup_step(ctx: TeacherContext, instruction_words: str) -> Step:
+    """Request 1: the helper library, a first look with both cameras, the start pose."""
+    code = "\n".join([
+        HELPERS_SOURCE,
+        cells.observe(attach=(HEAD, WRIST), print_tcp=True, print_cameras=True),
+        'home = np.array(rs["end_effector_position_m"])  # a pose that keeps the head camera clear',
+    ])
+    reasoning = (f"Task: {instruction_words}. I'll define my small helper library once (val, need, downq, go), "
+                 "take a first look with both cameras and note where the hand starts, so I can bring it back out "
+                 "of the head camera's view later.")
+    return Step(reasoning, [code])
+
+
+def decompose(ctx: TeacherContext) -> list[Subtask]:
+    """Sub-tasks for the snapshot's goals (see the module docstring)."""
+    scene = ctx.scene
+    goals = list(scene.snapshot.goals)
+    first: list[Subtask] = []
+    middle: list[Subtask] = []
+    last: list[Subtask] = []
+    for g in goals:
+        pred, args = g.predicate, tuple(g.args)
+        if pred in RELATIONS and len(args) >= 2:
+            dest = destination_for(args[1], pred, scene)
+            if articulated.needs_open(ctx, args[1]) and not any(t.kind == "open_for" for t in first):
+                if articulated.in_drawer_way(ctx, args[1], args[0]):
+                    first.append(Subtask("clear", (args[0], args[1])))
+                first.append(Subtask("open_for", (args[1],)))
+            middle.append(Subtask("place", (args[0],), dest))
+        elif pred in ("open", "turnon", "turnoff"):
+            first.append(Subtask(pred, args))
+        elif pred == "close":
+            last.append(Subtask(pred, args))
+        else:
+            raise PlanError(f"the teacher has no plan for the goal {pred}({', '.join(args)})")
+    shared: dict[str, list[int]] = {}
+    for i, t in enumerate(middle):
+        if t.kind == "place" and t.dest is not None and t.dest.region:
+            shared.setdefault(t.dest.goal_arg, []).append(i)
+    for indices in shared.values():
+        if len(indices) > 1:
+            for k, i in enumerate(indices):
+                t = middle[i]
+                middle[i] = Subtask(t.kind, t.args, replace(t.dest, share=(k, len(indices))))
+    return first + middle + last
+
+
+def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
+    """Every request of one episode (see the module docstring)."""
+    yield setup_step(ctx, instruction)
+    if not ctx.scene.snapshot.goals:
+        raise PlanError("the task lists no goal predicates the teacher can plan for")
+    subtasks = decompose(ctx)
+    relations = [Relation(t.args[0], t.dest) for t in subtasks if t.kind == "place" and t.dest is not None]
+    others = [f"the {label_of(t.args[0])} ({t.kind})" for t in subtasks if t.kind not in ("place", "open_for", "clear")]
+    done_any = False
+    for t in subtasks:
+        if t.satisfied(ctx):
+            continue
+        yield from run_subtask(ctx, t, first=not done_any)
+        done_any = True
+    fixes = 0
+    finishes = 0
+    while True:
+        yield from verify_and_finish(ctx, relations, others)
+        # still here: finish() was not called, or it was rejected
+        if all_goals_met(ctx):
+            while finishes < 3:
+                finishes += 1
+                fb = yield finish_step(
+                    ctx,
+                    "The fresh measurements and the images show the task done; calling finish()."
+                    if finishes == 1 else
+                    "The gate asks for more evidence, but the scene is as it should be; finishing again.")
+                del fb
+            return
+        if fixes >= 2 or ctx.actions_left() < 12 or ctx.requests_left() < 6:
+            return
+        fixes += 1
+        for t in subtasks:
+            if not t.satisfied(ctx):
+                yield from run_subtask(ctx, t, first=False)
+                break
+
+
+def run_subtask(ctx: TeacherContext, t: Subtask, first: bool) -> Plan:
+    """Dispatch one sub-task to its planner."""
+    if t.kind == "place":
+        assert t.dest is not None
+        yield from pick_and_place(ctx, t.args[0], t.dest, first=first)
+    elif t.kind == "open_for":
+        yield from articulated.open_region(ctx, t.args[0])
+    elif t.kind == "clear":
+        yield from articulated.clear_drawer_way(ctx, t.args[1], t.args[0])
+    elif t.kind in ("open", "close"):
+        yield from articulated.drawer_or_door(ctx, t.kind, t.args[0])
+    elif t.kind in ("turnon", "turnoff"):
+        yield from articulated.knob(ctx, t.kind, t.args[0])
+    else:
+        raise PlanError(f"no planner for {t.kind}")

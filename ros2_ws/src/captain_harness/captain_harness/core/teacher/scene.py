@@ -1,0 +1,379 @@
+"""The teacher's privileged view of the scene: the simulator snapshot in the robot base
+frame, approximate object boxes, camera models and the choice of the pixel to click.
+
+Everything here runs on the host. The snapshot never reaches the session: the teacher
+only turns it into decisions (which object, which side, which pixel) that it then writes
+as code.
+
+Frames: the snapshot is in the simulator world frame; ``SceneView`` converts it into the
+robot base frame with ``T_world_base`` (x forward, y left, z up), metres. Pixels are
+normalised ``(u, v)`` in [0, 1], u from the left edge, v from the top (the API's
+convention); camera poses ``T_base_camera`` are OpenCV optical frames (x right, y down,
+z forward).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from captain_harness.core.teacher.objects import kind_of
+
+#: Approximate boxes per kind: (centre offset from the body origin in the body frame,
+#: half extents in the body frame, whether the body's yaw turns the box). Kinds whose
+#: bodies LIBERO stores tilted (cans, bottles, cartons) use world-aligned boxes.
+SHAPES: dict[str, tuple[tuple[float, float, float], tuple[float, float, float], bool]] = {
+    "bowl": ((0.0, 0.0, 0.027), (0.054, 0.054, 0.026), True),
+    "ramekin": ((0.0, 0.0, 0.022), (0.045, 0.045, 0.021), True),
+    "plate": ((0.0, 0.0, 0.007), (0.069, 0.069, 0.009), True),
+    "flat_box": ((0.0, 0.0, 0.0), (0.041, 0.022, 0.012), True),
+    "can": ((0.0, 0.0, 0.0), (0.032, 0.032, 0.038), False),
+    "bottle": ((0.0, 0.0, 0.0), (0.02, 0.028, 0.073), False),
+    "carton": ((0.0, 0.0, -0.004), (0.027, 0.027, 0.066), False),
+    "wine_bottle": ((0.0, 0.0, 0.08), (0.022, 0.022, 0.078), True),
+    "moka_pot": ((0.0, 0.017, 0.01), (0.041, 0.074, 0.076), True),
+    "mug": ((0.0, 0.0, 0.055), (0.066, 0.05, 0.055), True),
+    "book": ((0.0, 0.0, 0.07), (0.05, 0.05, 0.068), True),
+    "basket": ((0.0, 0.0, 0.075), (0.085, 0.079, 0.071), True),
+    "drawer_cabinet": ((0.004, 0.0, 0.114), (0.127, 0.111, 0.109), True),
+    "stove": ((0.096, 0.0, 0.015), (0.149, 0.095, 0.035), True),
+    "microwave": ((-0.012, -0.117, 0.094), (0.185, 0.228, 0.094), True),
+    "wine_rack": ((0.0, 0.003, 0.163), (0.134, 0.127, 0.165), True),
+    "caddy": ((0.0, 0.0, 0.085), (0.075, 0.217, 0.083), True),
+}
+DEFAULT_SHAPE = ((0.0, 0.0, 0.03), (0.04, 0.04, 0.03), True)
+#: Kinds whose inside a click should avoid.
+HOLLOW_KINDS = frozenset({"bowl", "ramekin", "mug", "basket"})
+
+
+def yaw_of(quaternion_wxyz: Sequence[float]) -> float:
+    """Rotation about the vertical of a quaternion [w, x, y, z], rad."""
+    w, x, y, z = (float(v) for v in quaternion_wxyz)
+    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+def rot_z(yaw: float) -> np.ndarray:
+    """3x3 rotation about z by ``yaw`` rad."""
+    c, s = math.cos(yaw), math.sin(yaw)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+@dataclass(frozen=True)
+class Box:
+    """An oriented box in the base frame: centre, half extents (body axes) and yaw, metres/rad."""
+
+    center_m: np.ndarray
+    half_m: np.ndarray
+    yaw_rad: float
+
+    def corners(self) -> np.ndarray:
+        """The 8 corners, (8, 3)."""
+        signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], dtype=float)
+        return self.center_m + (signs * self.half_m) @ rot_z(self.yaw_rad).T
+
+    @property
+    def top_z_m(self) -> float:
+        """Height of the top face, m."""
+        return float(self.center_m[2] + self.half_m[2])
+
+    @property
+    def bottom_z_m(self) -> float:
+        """Height of the bottom face, m."""
+        return float(self.center_m[2] - self.half_m[2])
+
+    def contains(self, point: np.ndarray) -> bool:
+        """Whether a point lies inside the box."""
+        local = rot_z(self.yaw_rad).T @ (np.asarray(point, float) - self.center_m)
+        return bool(np.all(np.abs(local) <= self.half_m))
+
+    def ray_hit(self, origin: np.ndarray, point: np.ndarray, margin_m: float = 0.004) -> bool:
+        """Whether the segment from ``origin`` to ``point`` passes through the box before
+        it comes within ``margin_m`` of ``point`` (slab test in the box frame)."""
+        R = rot_z(self.yaw_rad)
+        o = R.T @ (np.asarray(origin, float) - self.center_m)
+        p = R.T @ (np.asarray(point, float) - self.center_m)
+        d = p - o
+        length = float(np.linalg.norm(d))
+        if length < 1e-9:
+            return False
+        t_end = 1.0 - margin_m / length
+        t0, t1 = 0.0, t_end
+        for k in range(3):
+            if abs(d[k]) < 1e-12:
+                if abs(o[k]) > self.half_m[k]:
+                    return False
+                continue
+            a = (-self.half_m[k] - o[k]) / d[k]
+            b = (self.half_m[k] - o[k]) / d[k]
+            lo, hi = min(a, b), max(a, b)
+            t0, t1 = max(t0, lo), min(t1, hi)
+            if t0 > t1:
+                return False
+        return True
+
+    def side_points(self, eye_m: np.ndarray, fraction: float = 0.6, n: int = 3) -> np.ndarray:
+        """Points on the vertical faces that face ``eye_m``, on n x n grids spanning ``fraction``."""
+        R = rot_z(self.yaw_rad)
+        out = []
+        ticks = np.linspace(-fraction, fraction, n)
+        for axis in (0, 1):
+            for sign in (-1.0, 1.0):
+                normal = R[:, axis] * sign
+                face = self.center_m + normal * self.half_m[axis]
+                if float(np.dot(normal, np.asarray(eye_m) - face)) <= 0:
+                    continue
+                other = 1 - axis
+                for a in ticks:
+                    for b in ticks:
+                        local = np.zeros(3)
+                        local[axis] = sign * (self.half_m[axis] - 0.002)
+                        local[other] = a * self.half_m[other]
+                        local[2] = b * self.half_m[2]
+                        out.append(self.center_m + R @ local)
+        return np.array(out).reshape(-1, 3)
+
+    def top_points(self, fraction: float = 0.6, n: int = 5) -> np.ndarray:
+        """Points on the top face on an n x n grid spanning ``fraction`` of it, (n*n, 3)."""
+        ticks = np.linspace(-fraction, fraction, n)
+        local = np.array([[a * self.half_m[0], b * self.half_m[1], self.half_m[2] - 0.002]
+                          for a in ticks for b in ticks])
+        return self.center_m + local @ rot_z(self.yaw_rad).T
+
+
+@dataclass(frozen=True)
+class CameraModel:
+    """A pinhole camera: intrinsics ``K`` (pixels) and pose ``T_base_camera`` (optical frame)."""
+
+    name: str
+    K: np.ndarray
+    T_base_camera: np.ndarray
+    width_px: int = 512
+    height_px: int = 512
+
+    @property
+    def position_m(self) -> np.ndarray:
+        """Optical centre in the base frame, m."""
+        return self.T_base_camera[:3, 3]
+
+    def project(self, points_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Normalised pixel coordinates (N, 2) and depths (N,) of base-frame points (N, 3);
+        points behind the camera get NaN coordinates."""
+        p = np.atleast_2d(np.asarray(points_m, dtype=float))
+        T = np.linalg.inv(self.T_base_camera)
+        pc = p @ T[:3, :3].T + T[:3, 3]
+        z = pc[:, 2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = self.K[0, 0] * pc[:, 0] / z + self.K[0, 2]
+            y = self.K[1, 1] * pc[:, 1] / z + self.K[1, 2]
+        uv = np.stack([(x + 0.5) / self.width_px, (y + 0.5) / self.height_px], axis=1)
+        uv[z <= 1e-6] = np.nan
+        return uv, z
+
+
+
+
+@dataclass
+class SceneView:
+    """The snapshot in the base frame.
+
+    Attributes:
+        snapshot: the simulator snapshot (world frame).
+        T_world_base: 4x4 pose of the robot base in the world.
+        held_names: objects the teacher knows to be in the gripper (moved with it).
+    """
+
+    snapshot: Any
+    T_world_base: np.ndarray
+    held_names: tuple[str, ...] = ()
+    _boxes: dict[str, Box] = field(default_factory=dict)
+
+    @property
+    def T_base_world(self) -> np.ndarray:
+        """Inverse of ``T_world_base``."""
+        return np.linalg.inv(self.T_world_base)
+
+    def to_base(self, p_world: Sequence[float]) -> np.ndarray:
+        """A world point in the base frame."""
+        T = self.T_base_world
+        return T[:3, :3] @ np.asarray(p_world, dtype=float) + T[:3, 3]
+
+    def names(self) -> list[str]:
+        """Every object and fixture of the snapshot."""
+        return list(self.snapshot.object_poses)
+
+    def position(self, name: str) -> np.ndarray:
+        """Body origin of an object in the base frame, m."""
+        return self.to_base(self.snapshot.object_poses[name].position_m)
+
+    def yaw(self, name: str) -> float:
+        """Yaw of an object in the base frame, rad."""
+        T = self.T_base_world
+        base_yaw = math.atan2(T[1, 0], T[0, 0])
+        return yaw_of(self.snapshot.object_poses[name].quaternion_wxyz) + base_yaw
+
+    def box(self, name: str) -> Box:
+        """Approximate box of an object in the base frame."""
+        if name not in self._boxes:
+            offset, half, turns = SHAPES.get(kind_of(name), DEFAULT_SHAPE)
+            yaw = self.yaw(name) if turns else 0.0
+            center = self.position(name) + rot_z(yaw) @ np.asarray(offset)
+            self._boxes[name] = Box(center, np.asarray(half, dtype=float), yaw)
+        return self._boxes[name]
+
+    @property
+    def ee_m(self) -> np.ndarray:
+        """Tool centre point in the base frame, m."""
+        return self.to_base(self.snapshot.ee_position_m)
+
+    def click_candidates(self, name: str, camera: CameraModel) -> np.ndarray:
+        """Points worth clicking on an object: the outer wall facing the camera for hollow
+        things (a click inside a bowl lands on whatever it holds or on its floor), a ring
+        on the rim of plates, the top face of everything else."""
+        box = self.box(name)
+        kind = kind_of(name)
+        radius = float(min(box.half_m[0], box.half_m[1]))
+        if kind in HOLLOW_KINDS:
+            toward = camera.position_m[:2] - box.center_m[:2]
+            elevation = math.atan2(camera.position_m[2] - box.top_z_m, float(np.hypot(*toward)))
+            if elevation > math.radians(55.0):
+                # looking down into it: click its inner wall, away from the rim and the floor
+                angles = np.radians(np.arange(0.0, 360.0, 30.0))
+                z = box.bottom_z_m + 0.55 * 2.0 * box.half_m[2]
+                return np.array([[box.center_m[0] + 0.62 * radius * math.cos(a),
+                                  box.center_m[1] + 0.62 * radius * math.sin(a), z] for a in angles])
+            heading = math.atan2(toward[1], toward[0])
+            angles = heading + np.radians(np.linspace(-50.0, 50.0, 11))
+            z = box.bottom_z_m + 0.65 * 2.0 * box.half_m[2]
+            return np.array([[box.center_m[0] + 0.97 * radius * math.cos(a),
+                              box.center_m[1] + 0.97 * radius * math.sin(a), z] for a in angles])
+        if kind == "plate":
+            angles = np.radians(np.arange(0.0, 360.0, 20.0))
+            z = box.top_z_m - 0.004
+            return np.array([[box.center_m[0] + 0.72 * radius * math.cos(a),
+                              box.center_m[1] + 0.72 * radius * math.sin(a), z] for a in angles])
+        return np.vstack([box.top_points(), box.side_points(camera.position_m)])
+
+    def gripper_box(self) -> Box:
+        """A box around the hand (above the TCP), for occlusion checks."""
+        return Box(self.ee_m + np.array([0.0, 0.0, 0.06]), np.array([0.05, 0.06, 0.08]), 0.0)
+
+    def occluders(self, exclude: Iterable[str]) -> list[Box]:
+        """Boxes that may hide something: every other object (hollow ones as their walls
+        and floor, so what is inside them stays visible from above), and the hand."""
+        skip = set(exclude)
+        out: list[Box] = []
+        for n in self.names():
+            if n in skip:
+                continue
+            out.extend(open_box(self.box(n)) if kind_of(n) in HOLLOW_KINDS else [self.box(n)])
+        return out + self.fixture_parts(skip) + [self.gripper_box()]
+
+    def fixture_parts(self, exclude: Iterable[str] = ()) -> list[Box]:
+        """Moving parts of fixtures that stick out of their bodies (open drawers)."""
+        from captain_harness.core.teacher.fixtures import drawers, open_drawer_boxes
+
+        skip = set(exclude)
+        if any(d.cabinet in skip for d in drawers(self)):
+            return []
+        return [wall for box in open_drawer_boxes(self) for wall in open_box(box)]
+
+    def visible_points(self, name: str, camera: CameraModel, points: np.ndarray | None = None,
+                       margin: float = 0.04, ignore: Iterable[str] = ()) -> list[tuple[np.ndarray, float, float]]:
+        """Points of an object's top face that the camera sees: ``(point, u, v)`` for each
+        candidate inside the image (with ``margin``) and not behind another box."""
+        pts = self.click_candidates(name, camera) if points is None else points
+        uv, _depth = camera.project(pts)
+        eye = camera.position_m
+        occluders = [b for b in self.occluders([name, *ignore]) if not b.contains(eye)]
+        out = []
+        for p, (u, v) in zip(pts, uv, strict=True):
+            if not (np.isfinite(u) and margin <= u <= 1 - margin and margin <= v <= 1 - margin):
+                continue
+            if any(b.ray_hit(eye, p) for b in occluders):
+                continue
+            out.append((p, float(u), float(v)))
+        return out
+
+    def click_point(self, point_m: np.ndarray, camera: CameraModel, margin: float = 0.04,
+                    ignore: Iterable[str] = ()) -> tuple[float, float] | None:
+        """The pixel of a point (e.g. a spot on the table) when the camera sees it; else None."""
+        p = np.asarray(point_m, dtype=float)
+        (u, v), = camera.project(p[None])[0]
+        if not (np.isfinite(u) and margin <= u <= 1 - margin and margin <= v <= 1 - margin):
+            return None
+        if any(b.ray_hit(camera.position_m, p) for b in self.occluders(ignore) if not b.contains(camera.position_m)):
+            return None
+        return round(float(u), 3), round(float(v), 3)
+
+    def click(self, name: str, camera: CameraModel, points: np.ndarray | None = None,
+              ignore: Iterable[str] = ()) -> tuple[float, float] | None:
+        """The pixel to click on an object: the visible top point nearest the middle of
+        the visible ones (away from edges, so region growing stays on the object);
+        None when nothing of it is visible."""
+        visible = self.visible_points(name, camera, points, ignore=ignore)
+        if not visible:
+            return None
+        hull_uv, _ = camera.project(self.box(name).corners())
+        hull = _convex_hull(hull_uv * np.array([camera.width_px, camera.height_px]))
+        best = max(visible, key=lambda item: _depth_inside(
+            np.array([item[1] * camera.width_px, item[2] * camera.height_px]), hull))
+        return round(best[1], 3), round(best[2], 3)
+
+
+def _convex_hull(points: np.ndarray) -> np.ndarray:
+    """Counter-clockwise convex hull of 2-D points (monotone chain)."""
+    pts = sorted({(float(x), float(y)) for x, y in points if np.isfinite(x) and np.isfinite(y)})
+    if len(pts) < 3:
+        return np.array(pts)
+
+    def cross(o: tuple, a: tuple, b: tuple) -> float:
+        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
+    lower: list = []
+    for p in pts:
+        while len(lower) >= 2 and cross(lower[-2], lower[-1], p) <= 0:
+            lower.pop()
+        lower.append(p)
+    upper: list = []
+    for p in reversed(pts):
+        while len(upper) >= 2 and cross(upper[-2], upper[-1], p) <= 0:
+            upper.pop()
+        upper.append(p)
+    return np.array(lower[:-1] + upper[:-1])
+
+
+def _depth_inside(point: np.ndarray, hull: np.ndarray) -> float:
+    """Signed distance (pixels) from a point to a convex polygon's boundary: positive inside."""
+    if len(hull) < 3:
+        return 0.0
+    depth = np.inf
+    for i in range(len(hull)):
+        a, b = hull[i], hull[(i + 1) % len(hull)]
+        edge = b - a
+        length = float(np.hypot(*edge)) or 1.0
+        # left of a counter-clockwise edge is inside (image y points down: the sign flips)
+        cross = (edge[0] * (point[1] - a[1]) - edge[1] * (point[0] - a[0])) / length
+        depth = min(depth, cross)
+    return float(depth)
+
+
+def open_box(box: Box, wall_m: float = 0.008) -> list[Box]:
+    """A box's four walls and floor as thin boxes (for containers)."""
+    hx, hy, hz = box.half_m
+    R = rot_z(box.yaw_rad)
+    parts = [((hx - wall_m, 0.0, 0.0), (wall_m, hy, hz)), ((-hx + wall_m, 0.0, 0.0), (wall_m, hy, hz)),
+             ((0.0, hy - wall_m, 0.0), (hx, wall_m, hz)), ((0.0, -hy + wall_m, 0.0), (hx, wall_m, hz)),
+             ((0.0, 0.0, -hz + wall_m), (hx, hy, wall_m))]
+    return [Box(box.center_m + R @ np.asarray(c), np.asarray(h), box.yaw_rad) for c, h in parts]
+
+
+def estimate_T_world_base(ee_world_m: Sequence[float], ee_base_m: Sequence[float]) -> np.ndarray:
+    """The base pose from one tool position known in both frames (the base is assumed
+    upright and not turned about z, as on every LIBERO and tabletop scene)."""
+    T = np.eye(4)
+    T[:3, 3] = np.asarray(ee_world_m, dtype=float) - np.asarray(ee_base_m, dtype=float)
+    return T

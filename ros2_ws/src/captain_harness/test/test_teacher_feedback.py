@@ -1,0 +1,48 @@
+"""What the teacher reads back: cell results formatted by the harness's own formatter,
+in rendered histories, parsed into printed values, receipts and failures."""
+
+from __future__ import annotations
+
+from captain_harness.core.episode.cells import format_cell_output
+from captain_harness.core.teacher.feedback import Feedback, last_cells, parse_values
+
+
+def _tool(call_id: str, text: str) -> dict:
+    return {"role": "tool", "tool_call_id": call_id, "content": [{"type": "text", "text": text}]}
+
+
+def test_printed_literals_are_read_back_from_formatted_cells() -> None:
+    stdout = "\n".join([
+        "tcp: [0.45, 0.0244, 0.2733]",
+        "bowl: {'center': [0.6, 0.21, 0.013], 'top': 0.0388, 'radius': 0.056}",
+        "held: True",
+        "descent: target_reached",  # not a literal: skipped
+        "a line without a value",
+    ])
+    receipts = ["move_to: ok; stopped_reason=target_reached executed_distance_m=0.1",
+                "move_to: FAILED contact; executed_distance_m=0.04 max_observed_force_n=12.9"]
+    text = format_cell_output(3, 1.25, stdout, receipts)
+    values = parse_values(text)
+    assert values["tcp"] == [0.45, 0.0244, 0.2733]
+    assert values["bowl"]["radius"] == 0.056 and values["held"] is True
+    assert "descent" not in values
+    messages = [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "a"}]},
+        _tool("a", format_cell_output(2, 0.1, "held: False", [])),
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "b"}, {"id": "c"}]},
+        _tool("b", text),
+        _tool("c", format_cell_output(4, 0.1, "", [], error="Traceback (most recent call last):\nNameError: x")),
+    ]
+    cells = last_cells(messages)
+    assert len(cells) == 2 and not cells[0].failed and cells[1].failed
+    fb = Feedback(3, None, cells)
+    assert fb.values["held"] is True  # from the last reply only, not the earlier "held: False"
+    assert fb.failed and fb.receipt_failed("move_to") and not fb.receipt_failed("hold")
+    assert cells[0].receipts == receipts
+
+
+def test_timed_out_cells_count_as_failed() -> None:
+    text = format_cell_output(5, 120.0, "partial", [], timed_out=True, timeout_s=120.0)
+    messages = [{"role": "assistant", "content": "", "tool_calls": [{"id": "t"}]}, _tool("t", text)]
+    assert last_cells(messages)[0].failed

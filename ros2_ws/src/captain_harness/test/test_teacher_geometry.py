@@ -1,0 +1,107 @@
+"""The teacher's geometry against the rest of the stack: its camera projection inverts
+perception's back-projection, its helper library's quaternions match the published ones
+and the harness's rotation conventions, horizontal hand poses point where they should,
+and ray tests see into open containers from above but not through walls."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from captain_harness.core.geometry import quat_to_matrix
+from captain_harness.core.teacher.library import HELPER_NAMES, HELPERS_SOURCE
+from captain_harness.core.teacher.planners.articulated import TOP_DOWN, side_quat
+from captain_harness.core.teacher.scene import Box, CameraModel, open_box
+from captain_perception.core.backproject import backproject, normalised_to_pixel
+
+
+def _look_at(eye: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """T_base_camera of an OpenCV camera at ``eye`` looking at ``target`` (y down)."""
+    z = target - eye
+    z /= np.linalg.norm(z)
+    x = np.cross(z, [0.0, 0.0, 1.0])
+    x /= np.linalg.norm(x)
+    y = np.cross(z, x)
+    T = np.eye(4)
+    T[:3, :3] = np.column_stack([x, y, z])
+    T[:3, 3] = eye
+    return T
+
+
+def test_projection_inverts_perception_backprojection() -> None:
+    rng = np.random.default_rng(3)
+    K = np.array([[618.0, 0.0, 255.5], [0.0, 618.0, 255.5], [0.0, 0.0, 1.0]])
+    cam = CameraModel("agentview", K, _look_at(np.array([1.3, 0.1, 0.7]), np.array([0.5, 0.0, 0.0])))
+    points = rng.uniform([0.3, -0.3, -0.02], [0.8, 0.3, 0.2], size=(50, 3))
+    uv, depth = cam.project(points)
+    assert np.all((uv > 0.0) & (uv < 1.0)) and np.all(depth > 0.0)
+    for p, (u, v), d in zip(points, uv, depth, strict=True):
+        x, y = normalised_to_pixel(u, v, 512, 512)
+        pc = backproject(x, y, d, K)
+        pb = cam.T_base_camera[:3, :3] @ pc + cam.T_base_camera[:3, 3]
+        assert np.allclose(pb, p, atol=1e-9)
+
+
+def test_points_behind_the_camera_have_no_pixel() -> None:
+    cam = CameraModel("agentview", np.eye(3) * 500, _look_at(np.zeros(3), np.array([1.0, 0.0, 0.0])))
+    uv, _ = cam.project(np.array([[-1.0, 0.0, 0.0]]))
+    assert np.all(np.isnan(uv))
+
+
+def _helpers() -> dict:
+    ns: dict = {"math": math, "np": np}
+    exec(HELPERS_SOURCE, ns)
+    return ns
+
+
+def test_helper_library_defines_the_four_helpers_and_the_published_quaternions() -> None:
+    ns = _helpers()
+    assert all(callable(ns[name]) for name in HELPER_NAMES)
+    assert np.allclose(ns["downq"](0.0), [0.0, 2**-0.5, 2**-0.5, 0.0])
+    assert np.allclose(ns["downq"](-math.pi / 4), [0.0, math.cos(math.pi / 8), math.sin(math.pi / 8), 0.0])
+
+
+@pytest.mark.parametrize("jaw_yaw", [-1.2, -0.5, 0.0, 0.3, 1.0, math.pi / 2])
+def test_downq_points_down_with_the_jaw_axis_turned_counter_clockwise(jaw_yaw: float) -> None:
+    R = quat_to_matrix(np.asarray(_helpers()["downq"](jaw_yaw)))
+    assert np.allclose(R[:, 2], [0.0, 0.0, -1.0], atol=1e-12)  # fingers straight down
+    axis = math.pi / 2 + jaw_yaw
+    assert np.allclose(R[:, 0], [math.cos(axis), math.sin(axis), 0.0], atol=1e-12)  # the jaw-closing axis
+
+
+def test_val_and_need_read_results_and_stop_on_failures() -> None:
+    ns = _helpers()
+    good = {"success": True, "value": {"object": {"top_z_m": 0.04}}}
+    bad = {"success": False, "failure_category": "ik_failed", "message": "no joint solution", "value": None}
+    assert ns["val"](good, "object", "top_z_m") == 0.04 and ns["val"](bad, "object") is None
+    assert ns["need"](good) == good["value"]
+    with pytest.raises(RuntimeError, match="ik_failed: no joint solution"):
+        ns["need"](bad, "grasp")
+
+
+@pytest.mark.parametrize("pointing", [(0.0, 1.0), (0.0, -1.0), (1.0, 0.0), (0.6, -0.8)])
+@pytest.mark.parametrize("vertical", [True, False])
+def test_side_quat_points_the_fingers_horizontally(pointing: tuple[float, float], vertical: bool) -> None:
+    q = side_quat(np.array(pointing), jaw_vertical=vertical)
+    R = quat_to_matrix(q)
+    assert np.isclose(np.linalg.det(R), 1.0)
+    assert np.allclose(R[:, 2], [pointing[0], pointing[1], 0.0], atol=1e-9)
+    jaw = R[:, 0]
+    assert (abs(jaw[2]) > 0.999) if vertical else abs(jaw[2]) < 1e-9
+    # of the two equivalent jaw directions, the one that turns the wrist least from top-down
+    flipped = quat_to_matrix(side_quat(np.array(pointing), jaw_vertical=vertical, reference=-TOP_DOWN))
+    assert np.allclose(flipped, R)
+
+
+def test_rays_see_into_an_open_container_from_above_but_not_through_its_wall() -> None:
+    basket = Box(np.array([0.6, 0.0, 0.07]), np.array([0.08, 0.08, 0.07]), 0.3)
+    inside = np.array([0.6, 0.0, 0.05])
+    walls = open_box(basket)
+    above = np.array([0.6, 0.0, 0.6])
+    side = np.array([1.2, 0.0, 0.06])
+    assert basket.ray_hit(above, inside)  # a solid box hides what is inside it
+    assert not any(w.ray_hit(above, inside) for w in walls)
+    assert any(w.ray_hit(side, inside) for w in walls)
+    assert basket.contains(inside) and not basket.contains(above)
