@@ -394,7 +394,7 @@ def _grasp_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpe
     if grasp.side is not None:
         lines.append(f'grasp[:2] += np.array({vec(grasp.side)}) * (o["footprint"]["radius_m"] - '
                      f'{num(grasp.inset_m)})  # on the rim')
-        what = f"the {olab}'s rim on its {direction_words(grasp.side)} side"
+        what = f"the {olab}'s rim, on the side {direction_words(grasp.side)}"
     else:
         what = f"the middle of the {olab}{grasp.note}"
     if spec.style == "body":
