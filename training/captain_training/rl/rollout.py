@@ -256,7 +256,7 @@ def _ladder_reward(job: RolloutJob, snapshots: list[Any], record_dir: str) -> fl
     final = _final_snapshot(record_dir)
     sequence = [*snapshots, final] if final is not None else list(snapshots)
     reset = snapshots[0]
-    rungs = default_ladder(reset, getattr(reset, "articulated_joint_goals", None))
+    rungs = default_ladder(reset, reset.articulated_joint_goals)
     return ladder_reward(ladder_progress(rungs, sequence), len(rungs), job.ladder_scale)
 
 

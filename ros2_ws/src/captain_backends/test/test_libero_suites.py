@@ -83,3 +83,23 @@ def test_goal_predicates_of_an_articulated_task(driver):
     assert opened.goals[0].satisfied and opened.success and driver.check_success()
     assert opened.articulated_joints["wooden_cabinet_1_middle_level"] != snap.articulated_joints[
         "wooden_cabinet_1_middle_level"]
+
+
+@pytest.mark.parametrize("task_id", ["libero_goal/0", "libero_goal/7", "libero_10/3", "libero_10/9"])
+def test_joint_goal_positions_satisfy_liberos_own_predicate(driver, task_id):
+    """The snapshot's ``articulated_joint_goals`` name the joint of every joint predicate
+    and a position LIBERO accepts: setting the joint there makes that predicate hold."""
+    driver.load_task(task_id, init_state=11)
+    snap = driver.snapshot()
+    joint_goals = [(i, g) for i, g in enumerate(snap.goals) if g.involves_joint]
+    assert joint_goals and snap.articulated_joint_goals
+    assert set(snap.articulated_joint_goals) <= set(snap.articulated_joints)
+    assert not any(snap.goals[i].satisfied for i, _ in joint_goals)
+    s = driver.scene
+    for name, value in snap.articulated_joint_goals.items():
+        s.data.qpos[s.articulated[name]] = value
+        s.data.qvel[s.model.jnt_dofadr[s.model.joint(name).id]] = 0.0
+    mujoco.mj_forward(s.model, s.data)
+    after = driver.snapshot()
+    for i, goal in joint_goals:
+        assert after.goals[i].satisfied, f"{goal.predicate}{goal.args} not satisfied at {snap.articulated_joint_goals}"

@@ -58,6 +58,8 @@ class SimSnapshot:
         goal_position_m: world position of the active goal's destination (or None).
         articulated_joints: joint positions of articulated fixtures by name (rad or m).
         initial_articulated_joints: the same at reset.
+        articulated_joint_goals: for joints the task's goals drive (open/close a door or
+            drawer, turn a knob), the position that satisfies the goal (rad or m).
         held: per object, whether it is held between the fingers now.
         ever_held: per object, whether it has been held since reset.
         success: the benchmark's success predicate now.
@@ -74,6 +76,7 @@ class SimSnapshot:
     goal_position_m: tuple[float, float, float] | None
     articulated_joints: dict[str, float] = field(default_factory=dict)
     initial_articulated_joints: dict[str, float] = field(default_factory=dict)
+    articulated_joint_goals: dict[str, float] = field(default_factory=dict)
     held: dict[str, bool] = field(default_factory=dict)
     ever_held: dict[str, bool] = field(default_factory=dict)
     success: bool = False
@@ -106,6 +109,7 @@ class SimSnapshot:
             goal_position_m=tuple(gp) if gp is not None else None,
             articulated_joints=dict(data.get("articulated_joints", {})),
             initial_articulated_joints=dict(data.get("initial_articulated_joints", {})),
+            articulated_joint_goals=dict(data.get("articulated_joint_goals", {})),
             held=dict(data.get("held", {})),
             ever_held=dict(data.get("ever_held", {})),
             success=bool(data.get("success", False)),

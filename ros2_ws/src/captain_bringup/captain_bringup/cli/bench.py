@@ -20,6 +20,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "motion": ("captain_harness.bench_motion:run", "IK, self-collision, sweep speed, call overhead"),
     "perception": ("captain_perception.bench:run", "perception latency and accuracy vs ground truth"),
     "episode": ("captain_harness.core.episode.bench:run", "harness time per request"),
+    "teacher": ("captain_harness.core.teacher.bench:run",
+                "teacher rollouts on LIBERO: success, episodes/hour/core, harness time per request"),
     "ros": ("captain_bringup.bench_ros:run", "ROS round-trip overhead and bringup time"),
     "sft": ("captain_training.sft.bench:run", "SFT validate/prepare throughput, train step"),
     "rl": ("captain_training.rl.bench:run", "critic training, policy-loss step, rollout throughput"),

@@ -50,7 +50,14 @@ from captain_backends.core.libero.contacts import ContactReading
 from captain_backends.core.libero.control import clip_joint_command
 from captain_backends.core.libero.environment import apply_flat_state
 from captain_backends.core.libero.errors import LiberoError
-from captain_backends.core.libero.goals import active_goal, evaluate_goals, goal_roles, goal_terms, goal_text
+from captain_backends.core.libero.goals import (
+    active_goal,
+    evaluate_goals,
+    goal_roles,
+    goal_terms,
+    goal_text,
+    joint_goal_positions,
+)
 from captain_backends.core.libero.robot_model import ARM_JOINT_NAMES, pose_matrix
 from captain_backends.core.libero.scene import LiberoScene
 from captain_backends.core.snapshot import ObjectPose, SimSnapshot
@@ -409,6 +416,7 @@ class LiberoDriver(SimulatedDriver):
             goal_position_m=goal_position,
             articulated_joints=self._articulated_positions(),
             initial_articulated_joints=dict(self._initial_articulated),
+            articulated_joint_goals=joint_goal_positions(s.domain, goals),
             held={name: i in self._held for i, name in enumerate(s.entity_names)},
             ever_held={name: i in self._ever_held for i, name in enumerate(s.entity_names)},
             success=bool(s.env.check_success()),

@@ -49,6 +49,45 @@ def evaluate_goals(domain: Any) -> tuple[GoalPredicate, ...]:
     )
 
 
+#: LIBERO articulation ranges (``object_properties["articulation"]``) that satisfy each
+#: joint predicate.
+_RANGE_KEYS = {"open": "default_open_ranges", "close": "default_close_ranges",
+               "turnon": "default_turnon_ranges", "turnoff": "default_turnoff_ranges"}
+
+
+def _goal_joints(domain: Any, name: str) -> tuple[list[str], Any]:
+    """The joints a BDDL entity's articulation predicates read, and the object that
+    owns their ranges (LIBERO's own lookup: a region site's joints and its parent object,
+    or an object's joints and the object)."""
+    site = getattr(domain, "object_sites_dict", {}).get(name)
+    if site is not None:
+        states = getattr(domain, "object_states_dict", {})
+        parent = getattr(states.get(name), "parent_name", None)
+        return list(getattr(site, "joints", []) or []), domain.get_object(parent) if parent else None
+    obj = domain.get_object(name) if hasattr(domain, "get_object") else None
+    return list(getattr(obj, "joints", []) or []), obj
+
+
+def joint_goal_positions(domain: Any, goals: tuple[GoalPredicate, ...]) -> dict[str, float]:
+    """Joint position (rad or m) that satisfies each joint predicate of the goal, by joint
+    name: the middle of the range LIBERO's ``is_open`` / ``is_close`` / ``turn_on`` /
+    ``turn_off`` accept for that joint's object (e.g. a drawer's ``[-0.16, -0.14]`` m
+    open range gives -0.15). Goals whose object declares no range are left out."""
+    out: dict[str, float] = {}
+    for goal in goals:
+        key = _RANGE_KEYS.get(goal.predicate)
+        if key is None or not goal.args:
+            continue
+        joints, owner = _goal_joints(domain, goal.args[0])
+        ranges = (getattr(owner, "object_properties", None) or {}).get("articulation", {}).get(key) or []
+        if len(ranges) < 2:
+            continue
+        value = 0.5 * (float(min(ranges)) + float(max(ranges)))
+        for joint in joints:
+            out[str(joint)] = value
+    return out
+
+
 def active_goal(goals: tuple[GoalPredicate, ...]) -> GoalPredicate | None:
     """The first unsatisfied goal; the last goal when all hold; None without goals."""
     for goal in goals:
