@@ -133,3 +133,21 @@ def test_scripted_tabletop_policy_solves_clean_and_fails_a_perturbed_grasp(tmp_p
     assert max(row[held] for row in clean["features"]) == 1.0
     assert not missed["host_success"] and max(row[held] for row in missed["features"]) == 0.0
     assert [r["physical_actions"] for r in clean["request_records"]][:4] == [0, 1, 2, 1]
+
+
+@pytest.mark.sim
+def test_wide_layout_backend_starts_a_randomised_libero_scene(tmp_path) -> None:
+    from captain_harness.core.episode.backend import BackendRequest
+    from captain_training.rl.backends import factory_for, wide_layout_backend
+
+    assert factory_for(True).endswith(":wide_layout_backend")
+    request = BackendRequest("libero_goal/0", init_state=12, seed=7, workspace=tmp_path,
+                             session_workspace=str(tmp_path), episode_id="wide")
+    backend = wide_layout_backend(request)
+    try:
+        assert backend.task.init_state == -1 and backend.task.extra["layout"] == "wide"
+        assert backend.task.extra["moved_objects"] and backend.task.extra["appearance"]
+        assert {"move_to", "observe", "mark_point"} <= set(backend.api.specs)
+        assert not backend.check_success()
+    finally:
+        backend.close()

@@ -12,7 +12,7 @@ Both register the primitive providers the harness registers (perception, measure
 
 from __future__ import annotations
 
-import inspect
+from dataclasses import replace
 from typing import Any
 
 from captain_harness.core.episode.backend import Backend, BackendRequest, default_backend, driver_for_task
@@ -34,29 +34,12 @@ def official_backend(request: BackendRequest) -> Backend:
 
 def wide_layout_backend(request: BackendRequest) -> Backend:
     """A seeded wide-layout start with appearance randomisation (see the module docstring)."""
-    from captain_backends.core.registry import driver_class
-    from captain_harness.core.api import RobotAPI
-    from captain_harness.core.episode import backend as episode_backend
-    from captain_harness.core.motion import MotionPrimitives
-
-    name, options = driver_for_task(request.task)
-    cls = driver_class(name)
-    params = inspect.signature(cls).parameters
-    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    if request.seed is not None:
-        options["seed"] = int(request.seed)
+    name, _ = driver_for_task(request.task)
+    overrides: dict[str, Any] = {}
     if name == "libero":
-        options.update(WIDE_LAYOUT_OPTIONS)
-        options["init_state"] = 0  # the official state the layout starts from is drawn from the seed
-    driver = cls(**(options if accepts_any else {k: v for k, v in options.items() if k in params}))
-    driver.configure()
-    task = driver.reset(seed=request.seed, init_state=None)
-    driver.activate()
-    api = RobotAPI()
-    MotionPrimitives(driver).register(api)
-    episode_backend.register_primitive_providers(api, driver, request)
-    return Backend(api=api, task=task, check_success=driver.check_success, host_context=driver.snapshot,
-                   driver=driver, close=driver.shutdown)
+        # the official state the layout starts from is drawn from the seed
+        overrides = {**WIDE_LAYOUT_OPTIONS, "init_state": 0}
+    return default_backend(replace(request, init_state=-1), driver_options=overrides)
 
 
 def factory_for(wide_layout: bool) -> str:

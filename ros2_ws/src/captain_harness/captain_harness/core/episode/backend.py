@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,10 +121,11 @@ def driver_for_task(task: str) -> tuple[str, dict[str, Any]]:
     return suite, {"task": name}
 
 
-def default_backend(request: BackendRequest) -> Backend:
+def default_backend(request: BackendRequest, driver_options: Mapping[str, Any] | None = None) -> Backend:
     """A registered driver with the motion primitives (and the perception primitives when
     ``captain_perception`` provides them). Driver options are passed by name where the
-    driver's constructor accepts them."""
+    driver's constructor accepts them; ``driver_options`` are laid over those of the task
+    (e.g. a wide-layout start's randomisation flags)."""
     from captain_backends.core.registry import driver_class
     from captain_harness.core.motion import MotionPrimitives
 
@@ -133,6 +134,7 @@ def default_backend(request: BackendRequest) -> Backend:
         options["init_state"] = request.init_state
     if request.seed is not None:
         options["seed"] = request.seed
+    options.update(driver_options or {})
     cls = driver_class(name)
     params = inspect.signature(cls).parameters
     accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
