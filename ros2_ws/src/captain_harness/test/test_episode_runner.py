@@ -179,3 +179,31 @@ def test_task_lists_and_ranges() -> None:
     assert suite_tasks("tabletop", "cube_on_plate") == ["tabletop/cube_on_plate"]
     with pytest.raises(ValueError, match="give tasks"):
         suite_tasks("tabletop")
+
+
+def test_system_prompt_from_a_released_row_replaces_the_harness_prompt(tmp_path: Path) -> None:
+    """`--system-prompt` takes the prompt of a released model's SFT row (its system message
+    up to ``# TASK.md``); the episode's rows carry it verbatim, followed by this task's TASK.md."""
+    first = run_episode(
+        "toy/0", policy=ReplayPolicy.from_cells(SOLVE), out_dir=tmp_path / "rec", backend_factory=toy_backend
+    )
+    released = json.loads((Path(first.record_dir) / "rows.jsonl").read_text().splitlines()[0])
+    captured = "You are Codex, a coding agent.\n\nKnowledge cutoff: 2024-06\n\nSome captured rules."
+    released["messages"][0]["content"] = captured + "\n\n# TASK.md\n\nan older task text\n"
+    row_file = tmp_path / "released.jsonl"
+    row_file.write_text(json.dumps(released) + "\n")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
+
+    runner = CliRunner()
+    base = ["run", "--task", "toy/0", "--policy", "replay", "--record", first.record_dir,
+            "--backend", "episode_support:toy_backend", "--out", str(tmp_path / "run"), "--quiet"]
+    result = runner.invoke(cli.app, [*base, "--system-prompt", str(bad)])
+    assert result.exit_code == 2 and "no system message" in result.output
+    result = runner.invoke(cli.app, [*base, "--system-prompt", str(row_file)])
+    assert result.exit_code == 0, result.output
+    outcome = json.loads(result.output.strip().splitlines()[-1])
+    rows = (tmp_path / "run").rglob("rows.jsonl")
+    system = json.loads(next(iter(rows)).read_text().splitlines()[0])["messages"][0]["content"]
+    assert system.startswith(captured + "\n\n# TASK.md\n\n")
+    assert "an older task text" not in system and "TASK.md" in system and outcome["outcome"] == "strict_success"

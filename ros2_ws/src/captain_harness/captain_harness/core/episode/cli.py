@@ -58,18 +58,28 @@ def _config(
     isolation: str,
     mcap: bool,
     subset: str,
+    system_prompt: Path | None = None,
 ) -> Any:
     from captain_harness.core.budget import BudgetLimits
+    from captain_harness.core.episode.errors import EpisodeError
     from captain_harness.core.episode.loop import LoopConfig
+    from captain_harness.core.episode.prompt import load_system_prompt
     from captain_harness.core.episode.runner import EpisodeConfig
     from captain_harness.core.episode.sandbox import SandboxConfig
 
+    prompt = None
+    if system_prompt is not None:
+        try:
+            prompt = load_system_prompt(system_prompt)
+        except EpisodeError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--system-prompt") from exc
     return EpisodeConfig(
         limits=BudgetLimits(max_requests, max_actions, max_wall_s),
         loop=LoopConfig(cell_timeout_s=cell_timeout_s),
         sandbox=SandboxConfig(isolation=isolation),
         mcap=mcap,
         subset=subset,
+        system_prompt=prompt,
     )
 
 
@@ -120,6 +130,10 @@ def run(
     cell_timeout_s: Annotated[float, typer.Option(help="time limit of one cell, s")] = 120.0,
     isolation: Annotated[str, typer.Option(help="auto, bwrap or none")] = "auto",
     mcap: Annotated[bool, typer.Option(help="also write an MCAP file for Foxglove")] = False,
+    system_prompt: Annotated[
+        Path | None,
+        typer.Option(help="harness prompt before TASK.md: a released model's SFT row (.jsonl/.json) or a text file"),
+    ] = None,
     quiet: Annotated[bool, typer.Option(help="print only the outcome line")] = False,
 ) -> None:
     """Run one episode; stream each request's code and receipts; end with one JSON line (the outcome)."""
@@ -132,7 +146,7 @@ def run(
             policy, base_url, model, temperature, top_p, max_tokens, record, token_ids, policy_option or []
         ),
     )
-    cfg = _config(max_requests, max_actions, max_wall_s, cell_timeout_s, isolation, mcap, "rollout")
+    cfg = _config(max_requests, max_actions, max_wall_s, cell_timeout_s, isolation, mcap, "rollout", system_prompt)
     outcome = run_episode(
         task,
         policy=spec,
@@ -198,6 +212,10 @@ def rollout(
     isolation: Annotated[str, typer.Option(help="auto, bwrap or none")] = "auto",
     subset: Annotated[str, typer.Option(help="meta.subset of the rows")] = "rollout",
     mcap: Annotated[bool, typer.Option(help="also write MCAP files")] = False,
+    system_prompt: Annotated[
+        Path | None,
+        typer.Option(help="harness prompt before TASK.md: a released model's SFT row (.jsonl/.json) or a text file"),
+    ] = None,
 ) -> None:
     """Run episodes in parallel; print a summary table; end with one JSON line (the summary)."""
     from captain_harness.core.episode.policy.registry import PolicySpec
@@ -215,7 +233,7 @@ def rollout(
             policy, base_url, model, temperature, top_p, max_tokens, record, token_ids, policy_option or []
         ),
     )
-    cfg = _config(max_requests, max_actions, max_wall_s, cell_timeout_s, isolation, mcap, subset)
+    cfg = _config(max_requests, max_actions, max_wall_s, cell_timeout_s, isolation, mcap, subset, system_prompt)
     total = episodes if episodes is not None else len(task_list) * max(1, len(state_list))
     bar = None
     try:

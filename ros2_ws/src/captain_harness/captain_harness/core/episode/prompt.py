@@ -8,6 +8,8 @@ rollouts and test-time requests: change them only together with the training dat
 from __future__ import annotations
 
 import datetime as _dt
+import json
+from pathlib import Path
 from typing import Any
 
 PYTHON_TOOL_DESCRIPTION = (
@@ -48,12 +50,54 @@ only when you are done or cannot continue.
 """
 
 
+TASK_MD_HEADING = "# TASK.md"
+
+
+def load_system_prompt(path: str | Path) -> str:
+    """The harness prompt to put before TASK.md, read from ``path``.
+
+    A released model was trained on the exact system prompt of its data: pass one of its
+    SFT rows (``.jsonl``: the first row; ``.json``: one row) and the text of its system
+    message before ``# TASK.md`` is used, or a text file holding the prompt itself (cut at
+    ``# TASK.md`` when it contains one).
+
+    Raises:
+        EpisodeError: a missing file, a row without a system message, or an empty prompt.
+    """
+    from captain_harness.core.episode.errors import EpisodeError
+
+    file = Path(path)
+    try:
+        raw = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise EpisodeError(f"cannot read the system prompt file {file}: {exc}") from exc
+    text = raw
+    if file.suffix in (".jsonl", ".json"):
+        line = raw.strip().splitlines()[0] if file.suffix == ".jsonl" and raw.strip() else raw
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise EpisodeError(f"{file}: not a JSON row ({exc}); pass an SFT row or a text file") from exc
+        messages = row.get("messages") if isinstance(row, dict) else None
+        system = [m for m in messages or [] if isinstance(m, dict) and m.get("role") == "system"]
+        if not system or not isinstance(system[0].get("content"), str):
+            raise EpisodeError(f"{file}: the row has no system message with text content")
+        text = system[0]["content"]
+    cut = text.find(TASK_MD_HEADING)
+    if cut >= 0:
+        text = text[:cut]
+    text = text.rstrip()
+    if not text:
+        raise EpisodeError(f"{file}: the system prompt before {TASK_MD_HEADING!r} is empty")
+    return text + "\n"
+
+
 def system_message_text(task_md: str, system_prompt: str = SYSTEM_PROMPT) -> str:
     """The system message: the harness prompt followed by ``# TASK.md`` and its text."""
     body = task_md.strip()
-    if body.startswith("# TASK.md"):
-        body = body[len("# TASK.md") :].lstrip("\n")
-    return f"{system_prompt.rstrip()}\n\n# TASK.md\n\n{body}\n"
+    if body.startswith(TASK_MD_HEADING):
+        body = body[len(TASK_MD_HEADING) :].lstrip("\n")
+    return f"{system_prompt.rstrip()}\n\n{TASK_MD_HEADING}\n\n{body}\n"
 
 
 def environment_context_text(

@@ -43,6 +43,7 @@ from captain_harness.core.episode.policy.base import PolicyClient
 from captain_harness.core.episode.policy.registry import PolicySpec, make_policy
 from captain_harness.core.episode.prompt import (
     PYTHON_TOOL,
+    SYSTEM_PROMPT,
     environment_context_text,
     system_message_text,
     task_request_text,
@@ -70,6 +71,8 @@ class EpisodeConfig:
         subset / origin: ``meta.subset`` and ``meta.origin`` of the rows.
         mcap: also write an MCAP file per episode.
         date: the date in the environment context (None: today).
+        system_prompt: the harness prompt before TASK.md (None: ``prompt.SYSTEM_PROMPT``);
+            see ``prompt.load_system_prompt`` to take it from a released model's SFT row.
     """
 
     limits: BudgetLimits = field(default_factory=BudgetLimits)
@@ -81,6 +84,7 @@ class EpisodeConfig:
     origin: str | None = None
     mcap: bool = False
     date: str | None = None
+    system_prompt: str | None = None
 
 
 def make_episode_id(task: str, init_state: int, seed: int | None) -> str:
@@ -260,7 +264,7 @@ def run_episode(
         session.specs = client_specs(backend)
         session.start()
         history = History(
-            system_message_text(task_md),
+            system_message_text(task_md, cfg.system_prompt or SYSTEM_PROMPT),
             environment_context_text(session.session_workspace, date=cfg.date),
             task_request_text(info.instruction),
             task_images,
