@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from stack_support import ROOT, Client, Stack, isolated_domain, tolerant_xr1_config
+from stack_support import ROOT, Client, Stack, isolated_domain, tolerant_xr1_overlay
 
 pytestmark = [pytest.mark.ros, pytest.mark.e2e]
 
@@ -43,8 +43,8 @@ def test_xr1_real_drives_fake_hardware(tmp_path: Path) -> None:
                                     stdout=subprocess.PIPE, text=True, cwd=str(ROOT))
         try:
             assert hardware.stdout is not None and hardware.stdout.readline().strip() == "READY"
-            config = tolerant_xr1_config(tmp_path)
-            stack = Stack("xr1_real", "--param", f"harness.driver_config_path={config}", ready_timeout_s=120.0)
+            overlay = tolerant_xr1_overlay(tmp_path)
+            stack = Stack("xr1_real", "--params-file", str(overlay), ready_timeout_s=120.0)
             client = Client()
             try:
                 start = np.asarray(client.robot_call("get_robot_state")["value"]["end_effector_position_m"])

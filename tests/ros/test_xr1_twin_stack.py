@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from stack_support import Client, Stack, isolated_domain, tolerant_xr1_config
+from stack_support import Client, Stack, isolated_domain, tolerant_xr1_overlay
 
 pytestmark = [pytest.mark.ros, pytest.mark.e2e, pytest.mark.sim, pytest.mark.slow]
 
@@ -26,9 +26,9 @@ def test_xr1_driver_moves_the_twin_arm(tmp_path: Path) -> None:
     from captain_interfaces.srv import DescribeRobot
 
     with isolated_domain():
-        config = tolerant_xr1_config(tmp_path)
+        overlay = tolerant_xr1_overlay(tmp_path)
         stack = Stack("xr1_twin", "--namespace", "robot1", "--param", "xr1_twin.camera_rate_hz=0.0",
-                      "--param", f"harness.driver_config_path={config}", ready_timeout_s=240.0)
+                      "--params-file", str(overlay), ready_timeout_s=240.0)
         client = Client(namespace="/robot1")
         try:
             assert stack.ready_line.startswith("READY captain bringup xr1_twin in /robot1: xr1_twin, harness")
