@@ -142,6 +142,10 @@ def test_an_injected_mistake_is_recovered_from_and_flagged(tmp_path: Path) -> No
     assert "held: False" in bad["cells"][0]["output"]  # the too-high grasp closed on nothing ...
     later = "\n".join(c["output"] for e in events[marked[0]["request_index"]:] for c in e["cells"])
     assert "held: True" in later  # ... and a later grasp holds
+    rows = [json.loads(x) for x in (Path(outcome.record_dir) / "rows.jsonl").read_text().splitlines()]
+    flagged = [r["meta"]["request_index"] for r in rows if r["meta"].get("injected_mistake")]
+    assert flagged == [marked[0]["request_index"]]  # the row of that request is flagged, and only it
+    assert rows[flagged[0] - 1]["meta"]["nosup_reason"] == "injected_mistake"
 
 
 def test_demo_runs_an_episode_and_says_where_the_records_are(tmp_path: Path) -> None:

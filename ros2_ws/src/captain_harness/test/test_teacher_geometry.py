@@ -1,6 +1,7 @@
 """The teacher's geometry against the rest of the stack: its camera projection inverts
 perception's back-projection, its helper library's quaternions match the published ones
-and the harness's rotation conventions, horizontal hand poses point where they should,
+and the harness's rotation conventions, horizontal and drawer-pushing hand poses point
+where they should,
 and ray tests see into open containers from above but not through walls."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 
 from captain_harness.core.geometry import quat_to_matrix
 from captain_harness.core.teacher.library import HELPER_NAMES, HELPERS_SOURCE
-from captain_harness.core.teacher.planners.articulated import TOP_DOWN, side_quat
+from captain_harness.core.teacher.planners.articulated import PUSH_TILT_RAD, TOP_DOWN, pushing_quat, side_quat
 from captain_harness.core.teacher.scene import Box, CameraModel, open_box
 from captain_perception.core.backproject import backproject, normalised_to_pixel
 
@@ -105,3 +106,17 @@ def test_rays_see_into_an_open_container_from_above_but_not_through_its_wall() -
     assert not any(w.ray_hit(above, inside) for w in walls)
     assert any(w.ray_hit(side, inside) for w in walls)
     assert basket.contains(inside) and not basket.contains(above)
+
+
+@pytest.mark.parametrize("pull", [(0.0, -1.0), (-1.0, 0.0), (0.6, -0.8), (-0.8, -0.6)])
+def test_pushing_hand_keeps_the_jaws_along_the_bar_and_tips_the_fingers_into_the_cabinet(
+        pull: tuple[float, float]) -> None:
+    p = np.array([*pull, 0.0])
+    R = quat_to_matrix(pushing_quat(np.array(pull)))
+    assert np.isclose(np.linalg.det(R), 1.0)
+    jaw, fingers = R[:, 0], R[:, 2]
+    assert abs(jaw[2]) < 1e-9 and abs(float(np.dot(jaw, p))) < 1e-9  # horizontal, along the handle bar
+    assert np.isclose(fingers[2], -math.cos(PUSH_TILT_RAD))  # mostly down ...
+    assert np.isclose(float(np.dot(fingers, -p)), math.sin(PUSH_TILT_RAD))  # ... and into the cabinet
+    # the palm (above the fingertips, along -fingers) leans back toward the robot
+    assert float(np.dot(-fingers, p)) > 0.5

@@ -14,7 +14,9 @@ history as tool messages, and the next request goes out. The loop ends when
   reaches the policy's session.
 
 Each request is recorded as a row (the request's messages plus the reply) and an event
-(code, outputs, receipts, timings, token ids).
+(code, outputs, receipts, timings, token ids). Flags a policy attaches to its reply as
+``reply.meta`` (e.g. ``injected_mistake``, ``nosup_reason``) go into the row's ``meta``
+and the event's ``meta``.
 """
 
 from __future__ import annotations
@@ -97,6 +99,21 @@ def request_record(cells: list[dict[str, Any]], finished_before: bool, finished_
         "python_error_only": errored and not calls,
         "accepted_finish": finished_after and not finished_before,
     }
+
+
+def reply_meta(reply: PolicyReply) -> dict[str, Any]:
+    """The flags a policy attached to its reply as ``reply.meta`` (e.g. ``injected_mistake``,
+    ``nosup_reason``), for the request's row; keys that are not strings are dropped and
+    values that JSON cannot hold are written as text."""
+    meta = getattr(reply, "meta", None)
+    if not isinstance(meta, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in meta.items():
+        if not isinstance(key, str):
+            continue
+        out[key] = value if isinstance(value, (str, int, float, bool, type(None), list, dict)) else str(value)
+    return out
 
 
 class EpisodeLoop:
@@ -200,7 +217,7 @@ class EpisodeLoop:
         total_tokens = int(reply.usage.get("prompt_tokens") or estimated) + int(
             reply.usage.get("completion_tokens") or 0
         )
-        self.recorder.write_row(index, [*messages, assistant], total_tokens)
+        self.recorder.write_row(index, [*messages, assistant], total_tokens, reply_meta(reply))
 
         robot_before = self.router.robot_s
         finished_before = self.router.finished
@@ -227,6 +244,8 @@ class EpisodeLoop:
         result.harness_s.append(harness_s)
         event = self._event(index, reply, cells, policy_s, robot_s, code_s, harness_s, estimated)
         event["request_record"] = request_record(cells, finished_before, self.router.finished)
+        if reply_meta(reply):
+            event["meta"] = reply_meta(reply)
         self.recorder.write_event(event)
         if self.on_event is not None:
             self.on_event(event)

@@ -199,12 +199,16 @@ class EpisodeRecorder:
 
             self.mcap = McapLog(self.episode_dir / "episode.mcap")
 
-    def row(self, request_index: int, messages: list[dict[str, Any]], total_tokens: int) -> dict[str, Any]:
-        """One row: the request's messages ending with the assistant turn of ``request_index``."""
+    def row(self, request_index: int, messages: list[dict[str, Any]], total_tokens: int,
+            extra_meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One row: the request's messages ending with the assistant turn of ``request_index``;
+        ``extra_meta`` (flags of this request only) is merged into the episode's meta, never
+        over the row's own fields."""
         images = row_images(messages)
         turn_index = sum(1 for m in messages if m.get("role") == "assistant") - 1
         meta = {
             **self.meta,
+            **(extra_meta or {}),
             "request_index": request_index,
             "turn_index": turn_index,
             "packed_n": 1,
@@ -221,10 +225,11 @@ class EpisodeRecorder:
         }
 
     def write_row(
-        self, request_index: int, messages: list[dict[str, Any]], total_tokens: int
+        self, request_index: int, messages: list[dict[str, Any]], total_tokens: int,
+        extra_meta: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Append one row and flush it."""
-        row = self.row(request_index, messages, total_tokens)
+        """Append one row and flush it (``extra_meta``: see ``row``)."""
+        row = self.row(request_index, messages, total_tokens, extra_meta)
         self._rows.write(json.dumps(row, ensure_ascii=False) + "\n")
         self._rows.flush()
         return row

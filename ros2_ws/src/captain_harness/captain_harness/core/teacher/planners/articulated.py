@@ -1,4 +1,5 @@
-"""Articulated parts: drawers (open by pulling the handle, close by pushing it), the
+"""Articulated parts: drawers (open by pulling the handle, close by pushing the handle bar
+with a tipped hand), the
 stove knob (turned by pinching its fin and twisting the hand) and the microwave door
 (closed by pushing its outer face along its swing).
 
@@ -18,7 +19,7 @@ import numpy as np
 from captain_harness.core.geometry import matrix_to_quat
 from captain_harness.core.teacher.cells import num, vec
 from captain_harness.core.teacher.clearance import HAND_HALF_LENGTH_M
-from captain_harness.core.teacher.context import HEAD, WRIST, Step, TeacherContext
+from captain_harness.core.teacher.context import HEAD, WRIST, Step, TeacherContext, quat_matrix
 from captain_harness.core.teacher.fixtures import Drawer, drawer_box, drawer_for_region, drawers
 from captain_harness.core.teacher.objects import kind_of, label_of
 from captain_harness.core.teacher.planners.common import Plan, Target, look_and_click
@@ -27,6 +28,7 @@ from captain_harness.core.teacher.planners.pick_place import (
     direction_words,
     move_aside,
     move_to_view,
+    quat_for_jaw,
     xy_distance_to_box,
 )
 from captain_harness.core.teacher.scene import rot_z
@@ -34,6 +36,9 @@ from captain_harness.core.teacher.scene import rot_z
 TOP_DOWN = np.array([0.0, 2**-0.5, 2**-0.5, 0.0])
 DRAWER_OPEN_BELOW_M = -0.14
 DRAWER_TRAVEL_M = 0.155
+DRAWER_CLOSED_ABOVE_M = 0.0
+#: How far the pushing hand is tipped about the handle bar, rad.
+PUSH_TILT_RAD = 0.7
 KNOB_ON_RAD = 0.5
 MICROWAVE_CLOSED_RAD = -0.005
 #: The microwave door's hinge in the microwave's body frame, m, and the door's reach.
@@ -212,35 +217,69 @@ def drawer(ctx: TeacherContext, op: str, d: Drawer, attempt: int = 0) -> Plan:
         yield from _drawer_again(ctx, op, now, fb)
 
 
+def pushing_quat(pull: np.ndarray, tilt_rad: float = PUSH_TILT_RAD) -> np.ndarray:
+    """A top-down hand with the jaws along a drawer's handle bar, tipped by ``tilt_rad``
+    about the bar so the fingers point down and into the cabinet: the palm then leans
+    back toward the robot instead of reaching over the handle of the drawer above."""
+    jaw = math.atan2(pull[1], pull[0])  # jaws along the bar (the bar is across the pull direction)
+    R = quat_matrix(quat_for_jaw(_wrap(jaw)))
+    axis = R[:, 0] / float(np.linalg.norm(R[:, 0]))  # the jaw axis (downq(0) closes along base y = tool x)
+    best = None
+    for sign in (1.0, -1.0):
+        Rt = _axis_angle(axis, sign * tilt_rad) @ R
+        into = -float(np.dot(Rt[:2, 2], pull))  # how far the fingers point into the cabinet
+        if best is None or into > best[0]:
+            best = (into, Rt)
+    return matrix_to_quat(best[1])
+
+
+def _axis_angle(axis: np.ndarray, angle: float) -> np.ndarray:
+    x, y, z = axis
+    K = np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
+    return np.eye(3) + math.sin(angle) * K + (1.0 - math.cos(angle)) * (K @ K)
+
+
 def _push_closed(ctx: TeacherContext, d: Drawer, pull: np.ndarray, attempt: int = 0) -> Plan:
-    """Push a drawer shut from above: closed fingertips against the handle bar (the hand
-    stays above the drawer below and clear of the cabinet's face when the drawer is in)."""
+    """Push a drawer shut: closed fingertips against the front of its handle bar, the hand
+    tipped so the fingers point down into the cabinet (a straight top-down hand is as deep
+    as its palm and meets the handle of the drawer above before the drawer is in). The
+    push aims just past the closed position in manipulation mode; the drawer's end stop
+    ends it."""
     st = ctx.style
-    travel = max(0.0, -d.position_m) + 0.02
-    jaw = _wrap(math.atan2(pull[1], pull[0]) - math.pi / 2 + math.pi / 2)  # jaws along the bar
-    ctx.tcp_quaternion = TOP_DOWN.copy()
+    out_m = max(0.0, -d.position_m)
+    q_push = pushing_quat(pull)
+    ctx.tcp_quaternion = q_push
     words = direction_words(pull)
+    speed = num(st.approach_speed_m_s)
     lines = [f"pull = np.array([{num(pull[0])}, {num(pull[1])}, 0.0])  # the drawer slides out {words}",
-             f"q = downq({num(jaw)})  # jaws along the handle bar",
+             f"q_push = {_qcode(q_push)}  # jaws along the bar, fingers tipped {num(math.degrees(PUSH_TILT_RAD))} deg "
+             "into the cabinet",
              'robot.move_to(gripper="close")',
-             "start = handle + 0.028 * pull + [0, 0, 0.006]  # fingertips just in front of the bar",
-             f"r = go(start + [0, 0, 0.1], q, speed={num(st.approach_speed_m_s)})",
-             'if r["success"]:\n    r = go(start, q, speed=0.03)',
-             f'r = go(start - {num(travel + 0.028)} * pull, q, speed=0.03, mode="manipulation")',
+             "start = handle + 0.035 * pull + [0, 0, 0.008]  # fingertips just in front of the bar",
+             f"r = go(start + [0, 0, 0.1], q_push, speed={speed})",
+             'if r["success"]:\n    r = go(start, q_push, speed=0.03)',
+             f"shut = handle - {num(out_m + 0.012, 3)} * pull + [0, 0, 0.008]  # past where the bar is once "
+             "the drawer is in",
+             'if r["success"]:\n    r = go(shut, q_push, speed=0.04, mode="manipulation")',
              'print("pushed:", r["success"], (r.get("value") or {}).get("stopped_reason"))',
-             "up = np.array(robot.get_robot_state()['value']['end_effector_position_m']) + 0.04 * pull + [0, 0, 0.1]",
-             f"r = go(up, q, speed={num(st.approach_speed_m_s)})",
-             f"r = go(home, downq(0.0), speed={num(st.approach_speed_m_s)})"]
-    reasoning = (f"The drawer sticks out about {num(-d.position_m * 100)} cm. I'll push it shut from above: closed "
-                 "fingertips just in front of its handle bar, then a straight push in manipulation mode until it "
-                 "stops.")
+             "up = np.array(val(robot.get_robot_state(), 'end_effector_position_m')) + 0.04 * pull + [0, 0, 0.1]",
+             f"r = go(up, q_push, speed={speed})",
+             f"r = go(home, downq(0.0), speed={speed})"]
+    reasoning = (f"The drawer sticks out about {num(out_m * 100, 1)} cm. I'll push it shut at its handle bar with "
+                 "closed fingertips, the hand tipped so the fingers point down into the cabinet: a straight "
+                 "top-down palm would meet the handle of the drawer above before this one is in. One straight "
+                 "push in manipulation mode, past the closed position, until the drawer stops.")
+    if attempt:
+        reasoning = (f"It is still about {num(out_m * 100, 1)} cm out. The same push again from where the bar is "
+                     "now, until the drawer stops.")
     yield Step(reasoning, ["\n".join(lines)])
+    ctx.tcp_quaternion = TOP_DOWN.copy()
     now = next(x for x in drawers(ctx.scene) if x.joint == d.joint)
-    if now.position_m <= 0.0 and attempt == 0 and ctx.actions_left() > 12:
-        yield from _drawer_again(ctx, "close", now, None)
+    if now.position_m <= DRAWER_CLOSED_ABOVE_M and attempt < 2 and ctx.actions_left() > 12:
+        yield from _drawer_again(ctx, "close", now, None, attempt + 1)
 
 
-def _drawer_again(ctx: TeacherContext, op: str, d: Drawer, fb: object) -> Plan:
+def _drawer_again(ctx: TeacherContext, op: str, d: Drawer, fb: object, attempt: int = 1) -> Plan:
     """One more pull or push when the first did not get the drawer far enough."""
     verb = "opened" if op == "open" else "closed"
     left = (d.position_m - DRAWER_OPEN_BELOW_M) if op == "open" else -d.position_m
@@ -248,7 +287,7 @@ def _drawer_again(ctx: TeacherContext, op: str, d: Drawer, fb: object) -> Plan:
     reason = (f"The drawer is not fully {verb} yet (about {num(max(left, 0.0) * 100, 1)} cm short). I'll take the "
               "handle again and finish the motion.")
     yield Step(reason, ['v = need(robot.observe(), "observe")\nimage(v["images"][0])'])
-    yield from drawer(ctx, op, d, attempt=1)
+    yield from drawer(ctx, op, d, attempt=attempt)
 
 
 # ---------------------------------------------------------------------- knob

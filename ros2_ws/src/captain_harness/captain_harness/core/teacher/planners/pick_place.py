@@ -410,8 +410,19 @@ def _grasp_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpe
         depth = -0.025  # the fingertips stop above the object
         ctx.mistake_done = True
         meta = {"injected_mistake": mistake, "nosup_reason": "injected_mistake"}
-    lines.append(f'grasp[2] = max(o["top_z_m"] - {num(depth)}, o["bottom_z_m"] + {num(FINGER_BELOW_TCP_M + 0.0035, 4)})'
-                 '  # fingertips off the support')
+    floor = f'o["bottom_z_m"] + {num(FINGER_BELOW_TCP_M + 0.0035, 4)}'
+    measured = _printed(ctx, ov)
+    box = ctx.scene.box(obj)
+    if measured is not None and "bottom" in measured and float(measured["bottom"]) > box.bottom_z_m + 0.012 \
+            and abs(float(measured.get("top", box.top_z_m)) - box.top_z_m) < 0.012:
+        # the measured bottom took in only the top face: keep the fingertips off the support by the
+        # object's known height instead
+        height = box.top_z_m - box.bottom_z_m
+        floor = f'o["top_z_m"] - {num(height - FINGER_BELOW_TCP_M - 0.0035, 4)}'
+        seen_cm = (float(measured["top"]) - float(measured["bottom"])) * 100
+        lines.append(f"# the measured bottom is only {num(seen_cm, 1)} cm below the top; the {label_of(obj)} is "
+                     f"about {num(height * 100, 1)} cm tall")
+    lines.append(f'grasp[2] = max(o["top_z_m"] - {num(depth)}, {floor})  # fingertips off the support')
     lines.append('hang = grasp[2] - o["bottom_z_m"]  # how far the object reaches below the fingers')
     hover = spec.approach_above_m + st.hover_m - 0.06
     lines.append(f"above = grasp + [0, 0, {num(hover)}]")
