@@ -3,10 +3,13 @@
 Two loaders are tried, in order:
 
 1. **transformers** (``Sam3Model`` + the checkpoint's tokenizer): the weights folder is a
-   Hugging Face checkpoint (``config.json`` with ``model_type: sam3``, ``*.safetensors``,
-   the tokenizer files, optionally ``preprocessor_config.json``). Pre- and
-   post-processing are done here with torch alone (resize, normalise; sigmoid scores
-   times the presence score, mask upsampling), so no torchvision is needed.
+   Hugging Face checkpoint (``config.json`` with ``model_type`` ``sam3``, or ``sam3_video``
+   as published, whose image detector is loaded; ``*.safetensors``, the tokenizer files,
+   optionally ``preprocessor_config.json``). Pre- and post-processing are done here with
+   torch alone, as the checkpoint's ``Sam3ImageProcessor`` does them (bilinear antialiased
+   resize to its ``size``, rescale to [0, 1], normalise with its ``image_mean`` /
+   ``image_std``; sigmoid scores times the presence score, mask upsampling to the frame),
+   so no torchvision is needed.
 2. the **sam3** package (Meta's reference code) with a checkpoint file
    (``sam3.pt``) in the folder, when transformers cannot load it.
 
@@ -29,9 +32,13 @@ from captain_perception.core.errors import BackendUnavailableError, NothingFound
 from captain_perception.core.pointcloud import FrameCloud
 from captain_perception.core.segmenters.base import Segment, Segmenter
 
-#: ImageNet-style defaults when the checkpoint has no preprocessor_config.json.
+#: Normalisation of ``Sam3ImageProcessor`` when the checkpoint has no preprocessor_config.json.
 DEFAULT_MEAN = (0.5, 0.5, 0.5)
 DEFAULT_STD = (0.5, 0.5, 0.5)
+#: ``model_type`` values whose checkpoints hold a SAM 3 image detector that ``Sam3Model`` loads.
+MODEL_TYPES = ("sam3", "sam3_video")
+#: Prompt length (tokens) when the text config does not give one, as ``Sam3Processor`` pads.
+DEFAULT_TEXT_LENGTH = 32
 
 
 class Sam3Segmenter(Segmenter):
@@ -55,7 +62,7 @@ class Sam3Segmenter(Segmenter):
         self._lock = threading.Lock()
         self._model: Any = None
         self._tokenizer: Any = None
-        self._image_size = 1008
+        self._input_size_hw = (1008, 1008)
         self._mean = DEFAULT_MEAN
         self._std = DEFAULT_STD
         self._loader = ""
@@ -94,10 +101,10 @@ class Sam3Segmenter(Segmenter):
                 cfg = json.loads((path / "config.json").read_text())
             except (OSError, json.JSONDecodeError) as exc:
                 raise BackendUnavailableError(f"cannot read {path / 'config.json'}: {exc}") from exc
-            if cfg.get("model_type") != "sam3" and not has_ref:
+            if cfg.get("model_type") not in MODEL_TYPES and not has_ref:
                 raise BackendUnavailableError(
-                    f"{path / 'config.json'} describes a {cfg.get('model_type')!r} model, not 'sam3'; point "
-                    "sam3_weights_path at a SAM 3 checkpoint")
+                    f"{path / 'config.json'} describes a {cfg.get('model_type')!r} model, not 'sam3' or "
+                    "'sam3_video'; point sam3_weights_path at a SAM 3 checkpoint")
         return path
 
     def load(self) -> None:
@@ -126,24 +133,27 @@ class Sam3Segmenter(Segmenter):
             raise BackendUnavailableError(f"cannot load SAM 3 from {path}: " + "; ".join(errors)[:500])
 
     def _load_transformers(self, path: Path) -> None:
-        import torch
         from transformers import AutoTokenizer, Sam3Model
 
         model = Sam3Model.from_pretrained(str(path), local_files_only=True)
         model.eval().to(self.device)
         tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        pre = path / "preprocessor_config.json"
-        size = int(getattr(model.config.vision_config.backbone_config, "image_size", 1008))
+        size = model.config.vision_config.backbone_config.image_size
+        size_hw = _pair(size)
         mean, std = DEFAULT_MEAN, DEFAULT_STD
+        pre = path / "preprocessor_config.json"
         if pre.is_file():
             meta = json.loads(pre.read_text())
-            mean = tuple(meta.get("image_mean", mean))
-            std = tuple(meta.get("image_std", std))
-            sz = meta.get("size", {})
-            size = int(sz.get("height", size)) if isinstance(sz, dict) else int(sz or size)
+            mean = _triple(meta.get("image_mean", mean))
+            std = _triple(meta.get("image_std", std))
+            sz = meta.get("size") or {}
+            if isinstance(sz, dict):
+                side = sz.get("longest_edge", sz.get("shortest_edge"))
+                size_hw = (int(sz.get("height", side or size_hw[0])), int(sz.get("width", side or size_hw[1])))
+            else:
+                size_hw = _pair(sz)
         self._model, self._tokenizer = model, tokenizer
-        self._image_size, self._mean, self._std = size, mean, std
-        torch.set_grad_enabled(False)
+        self._input_size_hw, self._mean, self._std = size_hw, mean, std
 
     def _load_reference(self, path: Path) -> None:
         from sam3.model.sam3_image_processor import Sam3Processor  # type: ignore[import-not-found]
@@ -164,42 +174,62 @@ class Sam3Segmenter(Segmenter):
         else:
             masks, scores = self._infer_transformers(rgb, text)
         order = np.argsort(-scores)
+        confident = [int(i) for i in order if scores[i] >= self.score_threshold]
         out = [Segment(mask=masks[i], score=float(scores[i]), label=text, evidence={"backend": self.name})
-               for i in order if scores[i] >= self.score_threshold and masks[i].any()][:max_results]
+               for i in confident if masks[i].any()][:max_results]
         if not out:
             best = float(scores.max()) if len(scores) else 0.0
-            raise NothingFoundError(f"SAM 3 found no {text!r} in {cloud.frame.name} (best score {best:.2f} < "
-                                    f"{self.score_threshold}); try another wording or mark_point")
+            if confident:
+                why = (f"{len(confident)} instance(s) scored >= {self.score_threshold} but no mask pixel has "
+                       f"probability > {self.mask_threshold}")
+            else:
+                why = f"best score {best:.2f} < {self.score_threshold}"
+            raise NothingFoundError(f"SAM 3 found no {text!r} in {cloud.frame.name} ({why}); try another wording "
+                                    "or mark_point")
         return out
 
+    @property
+    def input_size_hw(self) -> tuple[int, int]:
+        """(height, width) in pixels the image is resized to before the model (after ``load()``)."""
+        return self._input_size_hw
+
     def preprocess(self, rgb: np.ndarray) -> Any:
-        """Image (H, W, 3 uint8) -> normalised pixel tensor (1, 3, S, S) at the model's size."""
+        """Image (H, W, 3 uint8) -> normalised pixel tensor (1, 3, h, w) at ``input_size_hw``,
+        on the model's device and in its dtype once loaded."""
         import torch
         from torch.nn import functional
 
-        x = torch.from_numpy(rgb).permute(2, 0, 1)[None].float() / 255.0
-        x = functional.interpolate(x, size=(self._image_size, self._image_size), mode="bilinear", align_corners=False)
-        mean = torch.tensor(self._mean).view(1, 3, 1, 1)
-        std = torch.tensor(self._std).view(1, 3, 1, 1)
-        return ((x - mean) / std).to(self.device)
+        x = torch.from_numpy(np.ascontiguousarray(rgb[..., :3])).permute(2, 0, 1)[None].float() / 255.0
+        x = functional.interpolate(x, size=self._input_size_hw, mode="bilinear", align_corners=False, antialias=True)
+        mean = torch.tensor(self._mean, dtype=torch.float32).view(1, 3, 1, 1)
+        std = torch.tensor(self._std, dtype=torch.float32).view(1, 3, 1, 1)
+        x = (x - mean) / std
+        dtype = getattr(self._model, "dtype", torch.float32) if self._loader == "transformers" else torch.float32
+        return x.to(device=self.device, dtype=dtype)
 
     def _infer_transformers(self, rgb: np.ndarray, text: str) -> tuple[np.ndarray, np.ndarray]:
         import torch
         from torch.nn import functional
 
         h, w = rgb.shape[:2]
+        length = int(getattr(self._model.config.text_config, "max_position_embeddings", DEFAULT_TEXT_LENGTH))
         tokens = self._tokenizer([text], return_tensors="pt", padding="max_length", truncation=True,
-                                 max_length=int(getattr(self._model.config.text_config, "max_position_embeddings",
-                                                        32)))
+                                 max_length=length)
         with torch.no_grad():
             out = self._model(pixel_values=self.preprocess(rgb), input_ids=tokens["input_ids"].to(self.device),
                               attention_mask=tokens["attention_mask"].to(self.device))
-        scores = out.pred_logits[0].sigmoid()
+        scores_t = out.pred_logits[0].float().sigmoid()
         if out.presence_logits is not None:
-            scores = scores * out.presence_logits[0].sigmoid()
-        masks = functional.interpolate(out.pred_masks[:1].float(), size=(h, w), mode="bilinear", align_corners=False)[0]
-        masks = (masks.sigmoid() > self.mask_threshold).cpu().numpy()
-        return masks, scores.float().cpu().numpy().reshape(-1)
+            scores_t = scores_t * out.presence_logits[0].float().sigmoid()
+        scores = scores_t.cpu().numpy().reshape(-1)
+        # only the instances that pass the score threshold are upsampled to the frame (the others stay empty)
+        keep = np.flatnonzero(scores >= self.score_threshold)
+        masks = np.zeros((len(scores), h, w), dtype=bool)
+        if len(keep):
+            prob = out.pred_masks[0, torch.as_tensor(keep, device=out.pred_masks.device)].float().sigmoid()
+            prob = functional.interpolate(prob[None], size=(h, w), mode="bilinear", align_corners=False)[0]
+            masks[keep] = (prob > self.mask_threshold).cpu().numpy()
+        return masks, scores
 
     def _infer_reference(self, rgb: np.ndarray, text: str) -> tuple[np.ndarray, np.ndarray]:
         from PIL import Image
@@ -209,3 +239,16 @@ class Sam3Segmenter(Segmenter):
         masks = np.asarray(result["masks"]).astype(bool).reshape(-1, rgb.shape[0], rgb.shape[1])
         scores = np.asarray(result["scores"], dtype=float).reshape(-1)
         return masks, scores
+
+
+def _pair(size: Any) -> tuple[int, int]:
+    """An image size given as one side or (height, width) -> (height, width), pixels."""
+    if isinstance(size, (list, tuple)):
+        return int(size[0]), int(size[-1])
+    return int(size), int(size)
+
+
+def _triple(value: Any) -> tuple[float, float, float]:
+    """A per-channel statistic given as one number or three -> three floats (R, G, B)."""
+    arr = np.broadcast_to(np.asarray(value, dtype=float).reshape(-1), (3,))
+    return float(arr[0]), float(arr[1]), float(arr[2])
