@@ -115,7 +115,9 @@ class EndpointSettings:
         kind: ``local`` (this process serves the policy on 127.0.0.1 from ``sft_model``, with
             token ids and log-probabilities; weights copied in after each optimiser step) or
             ``external`` (an OpenAI-compatible server at ``base_url``, e.g. vLLM; weights pushed
-            with ``POST {base_url}/load_weights``).
+            after each optimiser step by ``weight_sync``).
+        weight_sync: how an external server gets new weights (``weight_sync.py``):
+            ``collective_rpc`` (vLLM with our worker extension) or ``load_weights``.
         base_url: API root of an external server, e.g. ``http://127.0.0.1:8000/v1``.
         model: served model name.
         max_tokens: completion limit per request, tokens (paper: 4096), >= 1.
@@ -139,9 +141,12 @@ class EndpointSettings:
     seed: int = 0
     threads: int | None = None
     scripted_completions: tuple[str, ...] = ()
+    weight_sync: str = "collective_rpc"
 
     def __post_init__(self) -> None:
         _check(self.kind in ("local", "external"), f"endpoint.kind {self.kind!r} is not one of local, external")
+        _check(self.weight_sync in ("collective_rpc", "load_weights"),
+               f"endpoint.weight_sync {self.weight_sync!r} is not one of collective_rpc, load_weights")
         _check(self.kind == "local" or bool(self.base_url), "endpoint.kind external needs endpoint.base_url")
         _check(self.max_tokens >= 1, "endpoint.max_tokens must be >= 1")
         _check(self.temperature > 0 and 0 < self.top_p <= 1, "endpoint: temperature > 0, top_p in (0, 1]")

@@ -13,13 +13,15 @@ token ids and log-probabilities:
 * ``message.reasoning_content`` / ``content`` / ``tool_calls``: the ``<think>`` block, the
   visible text and the ``<tool_call>`` blocks parsed like vLLM's Qwen3 tool parser.
 
-Weight synchronisation: ``POST /v1/load_weights`` with ``{"path": ..., "version": n}``
-loads a state dict (``policy.pt``) or a model directory and switches to version ``n``
-between requests (``LocalPolicyServer.load_weights`` does the same in-process). On GPU
-machines the same boundary is served by vLLM (``vllm serve <sft-dir>
---enable-auto-tool-choice --tool-call-parser qwen3_xml --reasoning-parser qwen3``) with
-``return_token_ids`` and logprobs, and the trainer pushes weights after each optimiser
-step through vLLM's weight-update RPC instead of ``/v1/load_weights``.
+Weight synchronisation: ``POST /collective_rpc`` with ``{"method":
+"captain_load_policy_weights", "args": [path, version]}`` (the call vLLM's workers answer
+with ``weight_sync.PolicyWeightLoader``) or ``POST /v1/load_weights`` with ``{"path": ...,
+"version": n}`` loads a state dict (``policy.pt``) or a model directory and switches to
+version ``n`` between requests (``LocalPolicyServer.load_weights`` does the same
+in-process). On GPU machines the same boundary is served by vLLM (``vllm serve <sft-dir>
+--enable-auto-tool-choice --tool-call-parser qwen3_xml --reasoning-parser qwen3
+--worker-extension-cls captain_training.rl.weight_sync.PolicyWeightLoader`` with
+``VLLM_SERVER_DEV_MODE=1``), which returns token ids and logprobs.
 
 Scripted completions (tests, debugging): with ``scripted_completions`` set, each request
 takes one of those texts (seeded uniform draw) instead of sampling, and returns it with the
@@ -243,6 +245,8 @@ class LocalPolicyServer:
                     elif route == "/v1/load_weights":
                         server.load_weights(body["path"], int(body["version"]))
                         self._send(200, {"status": "ok", "policy_version": server.policy_version})
+                    elif route == "/collective_rpc":
+                        self._send(200, {"results": [server.collective_rpc(body)]})
                     else:
                         self._send(404, {"error": {"message": f"no route {self.path}"}})
                 except (RLError, KeyError, ValueError, TypeError) as exc:
@@ -280,21 +284,33 @@ class LocalPolicyServer:
     # -------------------------------------------------------------- weight sync
     def load_weights(self, path: str | Path, version: int) -> None:
         """Load new weights (``policy.pt`` state dict or a model directory) as policy ``version``."""
-        import torch
+        from captain_training.rl.weight_sync import load_state_file
 
         path = Path(path)
-        if path.is_dir():
-            state = load_causal_model(path, "cpu").state_dict()
-        elif path.is_file():
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        else:
-            raise RLError(f"no weights at {path}; give a policy.pt state dict or a model directory")
+        state = load_causal_model(path, "cpu").state_dict() if path.is_dir() else load_state_file(path)
         with self.lock:
-            missing, unexpected = self.model.load_state_dict(state, strict=False)
-            if unexpected or [k for k in missing if "rotary" not in k]:
+            # checked before anything is copied: a misfit leaves the served weights untouched
+            current = self.model.state_dict()
+            missing = [k for k in current if k not in state and "rotary" not in k]
+            unexpected = [k for k in state if k not in current]
+            misshaped = [k for k in state if k in current and tuple(state[k].shape) != tuple(current[k].shape)]
+            if missing or unexpected or misshaped:
                 raise RLError(f"weights at {path} do not fit the served model (missing {missing[:3]}, "
-                              f"unexpected {unexpected[:3]})")
+                              f"unexpected {unexpected[:3]}, other shapes {misshaped[:3]})")
+            self.model.load_state_dict(state, strict=False)
             self.policy_version = int(version)
+
+    def collective_rpc(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The one worker call vLLM's ``/collective_rpc`` would run for the trainer
+        (``weight_sync.SYNC_METHOD``: load weights); other methods are refused."""
+        from captain_training.rl.weight_sync import SYNC_METHOD
+
+        method, args = body.get("method"), body.get("args") or []
+        if method != SYNC_METHOD or len(args) != 2:
+            raise RLError(f"collective_rpc: this server runs only {SYNC_METHOD}(path, version); got {method!r} "
+                          f"with {len(args)} argument(s)")
+        self.load_weights(str(args[0]), int(args[1]))
+        return {"version": self.policy_version, "tensors": len(self.model.state_dict())}
 
     def set_state_dict(self, state: dict[str, Any], version: int) -> None:
         """Copy weights from an in-process trainer (same architecture) as policy ``version``."""

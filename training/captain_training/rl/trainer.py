@@ -151,18 +151,10 @@ class _PolicyServer:
         if self.server is not None:
             self.server.set_state_dict(state, version)
             return
-        import urllib.request
+        from captain_training.rl.weight_sync import push_weights
 
         path = atomic_torch_save(self.run_dir / "sync" / f"policy_v{version}.pt", state)
-        body = json.dumps({"path": str(path.resolve()), "version": int(version)}).encode()
-        req = urllib.request.Request(self.base_url + "/load_weights", data=body,
-                                     headers={"Content-Type": "application/json"}, method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=600) as resp:
-                resp.read()
-        except OSError as exc:
-            raise RLError(f"weight sync to {self.base_url}/load_weights failed ({exc}); the server must accept "
-                          "new weights after each optimiser step") from exc
+        push_weights(self.base_url, path, version, self.cfg.endpoint.weight_sync)
 
     def close(self) -> None:
         if self.server is not None:
