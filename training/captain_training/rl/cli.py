@@ -44,6 +44,37 @@ def schema() -> None:
 
 
 @app.command()
+def medians(
+    data: Annotated[list[Path], typer.Option(help="SFT row files (JSONL); repeatable.")],
+    out: Annotated[Path | None, typer.Option(help="Also write the RL config fragment "
+                                                  "`rollout: {sft_median_actions: ...}` here (YAML).")] = None,
+) -> None:
+    """Per-task median physical-action counts of the SFT episodes (the over-median action cost)."""
+    import yaml
+
+    from captain_training.rl.checkpoint import atomic_write_bytes
+    from captain_training.rl.sft_medians import sft_median_actions
+    from captain_training.sft.errors import SFTError
+
+    missing = [str(p) for p in data if not p.is_file()]
+    if missing:
+        raise typer.BadParameter(f"no such file(s): {', '.join(missing)}", param_hint="--data")
+    try:
+        table, episodes = sft_median_actions(data)
+    except SFTError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=1) from None
+    if not table:
+        typer.echo("error: no agent rows of successful episodes with meta.suite and meta.task_id", err=True)
+        raise typer.Exit(code=1)
+    for task, value in table.items():
+        typer.echo(f"{task:<24} median {value:g} physical actions over {episodes[task]} episode(s)", err=True)
+    if out is not None:
+        atomic_write_bytes(out, yaml.safe_dump({"rollout": {"sft_median_actions": table}}, sort_keys=True).encode())
+    typer.echo(json.dumps({"sft_median_actions": table, "episodes": episodes}))
+
+
+@app.command()
 def critic(
     data: Annotated[Path, typer.Option(help="Request-state JSONL (episode_id, task, request_index, "
                                             "features, host_success[, group]).")],
