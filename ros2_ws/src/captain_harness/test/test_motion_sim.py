@@ -167,8 +167,12 @@ def test_manipulation_lift_carries_a_grasped_cube(sim) -> None:
     closed = api.call("move_to", (), {"gripper": "close"})
     assert closed.result["value"]["held"] is True, closed.receipt
     z0 = object_base(driver, "red_cube")[0][2]
+    squeeze_n = driver.read_state().contact_force_n
     lift = api.call("move_to", (list(cube + np.array([0, 0, 0.12])), list(q)), {"speed": 0.05, "mode": "manipulation"})
     assert lift.result["success"], lift.receipt
+    # the fingers' squeeze on the held cube is not an external force: the guard saw none of it
+    assert squeeze_n > 10.0
+    assert lift.result["value"]["max_observed_force_n"] < 1.0, lift.receipt
     assert object_base(driver, "red_cube")[0][2] - z0 > 0.10
     assert driver.snapshot().held["red_cube"]
     assert api.call("gripper_state").result["value"]["held"] is True

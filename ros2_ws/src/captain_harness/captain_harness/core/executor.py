@@ -112,6 +112,63 @@ class ExecutionReport:
     message: str = ""
 
 
+@dataclass(frozen=True)
+class _Stop:
+    """Why ``MotionExecutor._cycle`` should stop after a state read."""
+
+    reason: str
+    message: str = ""
+    at_s: float | None = None
+    peak_n: float | None = None
+    hold: bool = False
+
+
+#: the goal was reached (settled TCP, jaw stopped)
+_SETTLED = _Stop(TARGET_REACHED)
+
+
+class _Run:
+    """Book-keeping of one execution across its control periods."""
+
+    __slots__ = ("guard", "io", "peak", "physics", "q_sent", "rec", "state", "t0")
+
+    def __init__(self, rec: Recording, state: RobotState, guard: ForceGuard | None) -> None:
+        self.rec = rec
+        self.state = state
+        self.guard = guard
+        self.t0 = state.time_s
+        self.peak = 0.0
+        self.physics = 0.0
+        self.io = 0.0
+        self.q_sent: np.ndarray | None = None
+
+    def update(
+        self,
+        peak: float,
+        physics: float,
+        io: float,
+        guard: ForceGuard | None,
+        state: RobotState,
+        q_sent: np.ndarray | None,
+    ) -> None:
+        """Store the cycle's running values."""
+        self.peak, self.physics, self.io, self.guard, self.state, self.q_sent = peak, physics, io, guard, state, q_sent
+
+    def report(self, reason: str, progress: float, message: str = "", at_s: float | None = None) -> ExecutionReport:
+        """The execution report as of now."""
+        return ExecutionReport(
+            reason,
+            float(progress),
+            float(self.peak),
+            at_s,
+            float(self.state.time_s - self.t0),
+            self.state,
+            self.rec,
+            self.physics,
+            message,
+        )
+
+
 class MotionExecutor:
     """Sends joint targets to a driver period by period (see the module docstring).
 
@@ -177,165 +234,80 @@ class MotionExecutor:
                 gets the normal one once it has left the contact.
         """
         driver = self.driver
-        rec = Recording()
         state = start_state if start_state is not None else driver.read_state()
-        t0 = state.time_s
+        run = _Run(Recording(), state, guard)
         n = len(targets)
-        peak = 0.0
-        physics = 0.0
-        perf = time.perf_counter
-        sent = 0
-        fraction = gripper_fraction
+        commands = [JointCommand(t) for t in targets]
+        if n and gripper_fraction is not None:
+            commands[0] = JointCommand(targets[0], gripper_fraction)
         wrench0 = np.asarray(state.wrench_base[:3], dtype=float)
-        io = 0.0
+
+        def on_state(state: RobotState, sent: int) -> _Stop | None:
+            if wrench_limit_n is not None:
+                change = float(np.linalg.norm(np.asarray(state.wrench_base[:3]) - wrench0))
+                if change > wrench_limit_n:
+                    return _Stop(
+                        CONTACT if guarded_mode else EMERGENCY_LIMIT,
+                        f"the load on the gripper changed by {change:.3g} N (> {wrench_limit_n:.3g} N): "
+                        "the held object or the hand touched something",
+                        at_s=state.time_s,
+                        peak_n=change,
+                        hold=True,
+                    )
+            if tighten_guard_n is not None and run.guard is not None:
+                tighter = state.contact_force_n + tighten_guard_n
+                if tighter < run.guard.max_contact_force_n:
+                    run.guard = replace(run.guard, max_contact_force_n=tighter)
+            if feedback is not None:
+                feedback(sent / n, state)
+            return None
+
+        checks = on_state if (wrench_limit_n is not None or tighten_guard_n is not None or feedback) else None
         every = 1 if wrench_limit_n is not None else max(1, int(state_every))
-        cancelled = _poller(cancel)
-        send, advance, read = driver.send_command, driver.advance, driver.read_state
-        try:
-            for k in range(n):
-                if cancelled():
-                    driver.hold()
-                    state = driver.read_state()
-                    rec.add(state, state.joint_positions_rad)
-                    return self._report(
-                        CANCELLED,
-                        sent / max(n, 1),
-                        peak,
-                        None,
-                        state,
-                        t0,
-                        rec,
-                        physics,
-                        "cancel requested; the arm is holding",
-                    )
-                target = targets[k]
-                t_a = perf()
-                send(JointCommand(target, fraction))
-                t_b = perf()
-                report = advance(guard)
-                t_c = perf()
-                physics += t_c - t_b
-                io += t_b - t_a
-                fraction = None
-                sent = k + 1
-                if report.peak_contact_force_n > peak:
-                    peak = report.peak_contact_force_n
-                if not (report.guard_tripped or sent == n or sent % every == 0):
-                    continue
-                state = read()
-                io += perf() - t_c
-                rec.add(state, target)
-                if report.guard_tripped:
-                    return self._tripped(
-                        guarded_mode,
-                        guard,
-                        report.guard_tripped_at_s,
-                        sent / n,
-                        peak,
-                        state,
-                        t0,
-                        rec,
-                        physics,
-                    )
-                if state.fault:
-                    return self._report(
-                        DRIVER_FAULT,
-                        sent / n,
-                        peak,
-                        None,
-                        state,
-                        t0,
-                        rec,
-                        physics,
-                        f"the driver stopped: {state.fault}",
-                    )
-                if wrench_limit_n is not None:
-                    change = float(np.linalg.norm(np.asarray(state.wrench_base[:3]) - wrench0))
-                    if change > wrench_limit_n:
-                        driver.hold()
-                        reason = CONTACT if guarded_mode else EMERGENCY_LIMIT
-                        return self._report(
-                            reason,
-                            sent / n,
-                            max(peak, change),
-                            state.time_s,
-                            state,
-                            t0,
-                            rec,
-                            physics,
-                            f"the load on the gripper changed by {change:.3g} N "
-                            f"(> {wrench_limit_n:.3g} N): the held object or the hand touched "
-                            "something",
-                        )
-                if tighten_guard_n is not None and guard is not None:
-                    tighter = state.contact_force_n + tighten_guard_n
-                    if tighter < guard.max_contact_force_n:
-                        guard = replace(guard, max_contact_force_n=tighter)
-                if feedback is not None:
-                    feedback(sent / n, state)
-        except BackendError as exc:
-            return self._driver_error(exc, sent / max(n, 1), peak, t0, rec, physics)
-        finally:
-            self.last_driver_io_wall_s = io
+        end = self._cycle(
+            run,
+            commands,
+            every=every,
+            guarded_mode=guarded_mode,
+            cancel=_poller(cancel),
+            cancel_message="cancel requested; the arm is holding",
+            total=n,
+            on_state=checks,
+        )
+        self.last_driver_io_wall_s = run.io
+        if end is not None:
+            return end
         if goal_T is None or settle_timeout_s <= 0.0:
-            return self._report(TARGET_REACHED, 1.0, peak, None, state, t0, rec, physics)
+            return run.report(TARGET_REACHED, 1.0)
         # settle: keep the goal commanded until the TCP is there or the time is up
-        goal_q = targets[-1] if n else state.joint_positions_rad
-        period = float(driver.control_period_s)
-        settle_steps = int(np.ceil(settle_timeout_s / period))
-        try:
-            for _ in range(settle_steps):
-                T = self.kin.fk(state.joint_positions_rad)
-                if (
-                    np.linalg.norm(T[:3, 3] - goal_T[:3, 3]) <= settle_position_m
-                    and rotation_angle_rad(T[:3, :3], goal_T[:3, :3]) <= settle_rotation_rad
-                ):
-                    break
-                if is_cancelled(cancel):
-                    driver.hold()
-                    state = driver.read_state()
-                    rec.add(state, state.joint_positions_rad)
-                    return self._report(
-                        CANCELLED,
-                        1.0,
-                        peak,
-                        None,
-                        state,
-                        t0,
-                        rec,
-                        physics,
-                        "cancel requested while settling; the arm is holding",
-                    )
-                t_a = perf()
-                driver.send_command(JointCommand(goal_q))
-                t_b = perf()
-                report = driver.advance(guard)
-                t_c = perf()
-                state = driver.read_state()
-                physics += t_c - t_b
-                self.last_driver_io_wall_s += (t_b - t_a) + (perf() - t_c)
-                rec.add(state, goal_q)
-                if report.peak_contact_force_n > peak:
-                    peak = report.peak_contact_force_n
-                if report.guard_tripped:
-                    return self._tripped(
-                        guarded_mode, guard, report.guard_tripped_at_s, 1.0, peak, state, t0, rec, physics
-                    )
-                if state.fault:
-                    return self._report(
-                        DRIVER_FAULT,
-                        1.0,
-                        peak,
-                        None,
-                        state,
-                        t0,
-                        rec,
-                        physics,
-                        f"the driver stopped: {state.fault}",
-                    )
-        except BackendError as exc:
-            return self._driver_error(exc, 1.0, peak, t0, rec, physics)
-        return self._report(TARGET_REACHED, 1.0, peak, None, state, t0, rec, physics)
+        kin = self.kin
+
+        def settled(state: RobotState, sent: int = 0) -> _Stop | None:
+            T = kin.fk(state.joint_positions_rad)
+            if (
+                np.linalg.norm(T[:3, 3] - goal_T[:3, 3]) <= settle_position_m
+                and rotation_angle_rad(T[:3, :3], goal_T[:3, :3]) <= settle_rotation_rad
+            ):
+                return _SETTLED
+            return None
+
+        if settled(run.state) is None:
+            goal = JointCommand(targets[-1] if n else run.state.joint_positions_rad)
+            steps = int(np.ceil(settle_timeout_s / float(driver.control_period_s)))
+            end = self._cycle(
+                run,
+                [goal] * steps,
+                every=1,
+                guarded_mode=guarded_mode,
+                cancel=_poller(cancel),
+                cancel_message="cancel requested while settling; the arm is holding",
+                total=None,
+                on_state=settled,
+            )
+            self.last_driver_io_wall_s = run.io
+            if end is not None:
+                return end
+        return run.report(TARGET_REACHED, 1.0)
 
     def run_gripper(
         self,
@@ -352,181 +324,152 @@ class MotionExecutor:
         ``q_hold``; ends when the opening stops changing (less than ``settle_m`` over two
         periods), after ``timeout_s``, on a guard trip (emergency) or on cancel."""
         driver = self.driver
-        rec = Recording()
         state = driver.read_state()
-        t0 = state.time_s
+        run = _Run(Recording(), state, guard)
         period = float(driver.control_period_s)
         steps = max(1, int(np.ceil(timeout_s / period)))
         min_steps = max(2, int(np.ceil(min_time_s / period)))
-        peak = 0.0
-        physics = 0.0
-        perf = time.perf_counter
         opening = [state.gripper_opening_m]
-        driver.send_command(JointCommand(q_hold, float(fraction)))
-        for k in range(steps):
-            if is_cancelled(cancel):
-                driver.hold()
-                state = driver.read_state()
-                return self._report(
-                    CANCELLED,
-                    k / steps,
-                    peak,
-                    None,
-                    state,
-                    t0,
-                    rec,
-                    physics,
-                    "cancel requested; the jaw and arm are holding",
-                )
-            t_a = perf()
-            report = driver.advance(guard)
-            physics += perf() - t_a
-            state = driver.read_state()
-            rec.add(state, q_hold)
+
+        def jaw_stopped(state: RobotState, sent: int) -> _Stop | None:
             opening.append(state.gripper_opening_m)
-            peak = max(peak, report.peak_contact_force_n)
-            if report.guard_tripped:
-                return self._tripped(
-                    False, guard, report.guard_tripped_at_s, (k + 1) / steps, peak, state, t0, rec, physics
-                )
-            if state.fault:
-                return self._report(
-                    DRIVER_FAULT,
-                    (k + 1) / steps,
-                    peak,
-                    None,
-                    state,
-                    t0,
-                    rec,
-                    physics,
-                    f"the driver stopped: {state.fault}",
-                )
-            if k + 1 >= min_steps and abs(opening[-1] - opening[-3]) < settle_m:
-                return self._report(TARGET_REACHED, 1.0, peak, None, state, t0, rec, physics)
-        return self._report(
-            TARGET_REACHED,
-            1.0,
-            peak,
-            None,
-            state,
-            t0,
-            rec,
-            physics,
-            f"the jaw was still moving after {timeout_s:g} s",
+            if sent >= min_steps and abs(opening[-1] - opening[-3]) < settle_m:
+                return _SETTLED
+            return None
+
+        end = self._cycle(
+            run,
+            [JointCommand(q_hold, float(fraction))] + [None] * (steps - 1),
+            every=1,
+            guarded_mode=False,
+            cancel=_poller(cancel),
+            cancel_message="cancel requested; the jaw and arm are holding",
+            total=steps,
+            on_state=jaw_stopped,
         )
+        if end is not None:
+            return end
+        return run.report(TARGET_REACHED, 1.0, f"the jaw was still moving after {timeout_s:g} s")
 
     def run_hold(
         self, duration_s: float, q_hold: np.ndarray, *, guard: ForceGuard | None, cancel: CancelSource = None
     ) -> ExecutionReport:
         """Keep ``q_hold`` commanded for ``duration_s`` (guarded, cancellable)."""
         driver = self.driver
-        rec = Recording()
-        state = driver.read_state()
-        t0 = state.time_s
-        period = float(driver.control_period_s)
-        steps = round(duration_s / period)
-        peak = 0.0
-        physics = 0.0
-        perf = time.perf_counter
-        driver.send_command(JointCommand(q_hold))
-        for k in range(steps):
-            if is_cancelled(cancel):
-                driver.hold()
-                state = driver.read_state()
-                return self._report(
-                    CANCELLED,
-                    k / steps,
-                    peak,
-                    None,
-                    state,
-                    t0,
-                    rec,
-                    physics,
-                    "cancel requested; the arm is holding",
-                )
-            t_a = perf()
-            report = driver.advance(guard)
-            physics += perf() - t_a
-            state = driver.read_state()
-            rec.add(state, q_hold)
-            peak = max(peak, report.peak_contact_force_n)
-            if report.guard_tripped:
-                return self._tripped(
-                    False, guard, report.guard_tripped_at_s, (k + 1) / steps, peak, state, t0, rec, physics
-                )
-            if state.fault:
-                return self._report(
-                    DRIVER_FAULT,
-                    (k + 1) / steps,
-                    peak,
-                    None,
-                    state,
-                    t0,
-                    rec,
-                    physics,
-                    f"the driver stopped: {state.fault}",
-                )
-        return self._report(TARGET_REACHED, 1.0, peak, None, state, t0, rec, physics)
+        run = _Run(Recording(), driver.read_state(), guard)
+        steps = round(duration_s / float(driver.control_period_s))
+        end = self._cycle(
+            run,
+            [JointCommand(q_hold)] + [None] * (steps - 1) if steps > 0 else [],
+            every=1,
+            guarded_mode=False,
+            cancel=_poller(cancel),
+            cancel_message="cancel requested; the arm is holding",
+            total=steps,
+            on_state=None,
+        )
+        return end if end is not None else run.report(TARGET_REACHED, 1.0)
 
-    def _driver_error(
-        self, exc: Exception, progress: float, peak: float, t0: float, rec: Recording, physics: float
-    ) -> ExecutionReport:
-        state = self.driver.read_state()
+    def _cycle(
+        self,
+        run: _Run,
+        commands: list[JointCommand | None],
+        *,
+        every: int,
+        guarded_mode: bool,
+        cancel: Callable[[], bool],
+        cancel_message: str,
+        total: int | None,
+        on_state: Callable[[RobotState, int], _Stop | None] | None,
+    ) -> ExecutionReport | None:
+        """The control cycle shared by every execution: per period, poll ``cancel``, send
+        the period's command (None: keep the last one), advance the driver under
+        ``run.guard``; every ``every`` periods, at the last one and on a guard trip read the
+        state, record it, and stop on a guard trip, a driver fault or when ``on_state``
+        (called with the state and the number of periods done) returns a ``_Stop``.
+
+        Returns the report of a stop, or None when every command was sent (``run`` then
+        holds the last state read). ``total`` is the period count that progress is a
+        fraction of (None: progress 1.0).
+        """
+        driver = self.driver
+        send, advance, read = driver.send_command, driver.advance, driver.read_state
+        perf = time.perf_counter
+        add = run.rec.add
+        peak, physics, io, guard, state = run.peak, run.physics, run.io, run.guard, run.state
+        q_sent = run.q_sent if run.q_sent is not None else state.joint_positions_rad
+        n = len(commands)
+        countdown = every
+        k = 0
+        try:
+            for k, command in enumerate(commands):
+                if cancel():
+                    driver.hold()
+                    state = read()
+                    add(state, state.joint_positions_rad)
+                    run.update(peak, physics, io, guard, state, q_sent)
+                    return run.report(CANCELLED, k / total if total else 1.0, cancel_message)
+                t_a = perf()
+                if command is not None:
+                    send(command)
+                    q_sent = command.joint_positions_rad
+                t_b = perf()
+                report = advance(guard)
+                t_c = perf()
+                physics += t_c - t_b
+                io += t_b - t_a
+                if report.peak_contact_force_n > peak:
+                    peak = report.peak_contact_force_n
+                countdown -= 1
+                if countdown and k + 1 < n and not report.guard_tripped:
+                    continue
+                countdown = every
+                state = read()
+                io += perf() - t_c
+                add(state, q_sent)
+                progress = (k + 1) / total if total else 1.0
+                if report.guard_tripped:
+                    run.update(peak, physics, io, guard, state, q_sent)
+                    return self._tripped(guarded_mode, run, report.guard_tripped_at_s, progress)
+                if state.fault:
+                    run.update(peak, physics, io, guard, state, q_sent)
+                    return run.report(DRIVER_FAULT, progress, f"the driver stopped: {state.fault}")
+                if on_state is not None:
+                    run.guard = guard
+                    stop = on_state(state, k + 1)
+                    guard = run.guard
+                    if stop is not None:
+                        run.update(peak, physics, io, guard, state, q_sent)
+                        if stop.hold:
+                            driver.hold()
+                        if stop.peak_n is not None:
+                            run.peak = max(peak, stop.peak_n)
+                        return run.report(stop.reason, 1.0 if stop is _SETTLED else progress, stop.message, stop.at_s)
+        except BackendError as exc:
+            run.update(peak, physics, io, guard, state, q_sent)
+            return self._driver_error(exc, run, k / total if total else 1.0)
+        run.update(peak, physics, io, guard, state, q_sent)
+        return None
+
+    def _driver_error(self, exc: Exception, run: _Run, progress: float) -> ExecutionReport:
+        with contextlib.suppress(Exception):
+            run.state = self.driver.read_state()
         with contextlib.suppress(Exception):
             self.driver.hold()
-        return self._report(DRIVER_FAULT, progress, peak, None, state, t0, rec, physics, f"the driver refused: {exc}")
+        return run.report(DRIVER_FAULT, progress, f"the driver refused: {exc}")
 
-    def _tripped(
-        self,
-        guarded_mode: bool,
-        guard: ForceGuard | None,
-        at_s: float | None,
-        progress: float,
-        peak: float,
-        state: RobotState,
-        t0: float,
-        rec: Recording,
-        physics: float,
-    ) -> ExecutionReport:
-        limit = guard.max_contact_force_n if guard is not None else float("nan")
+    def _tripped(self, guarded_mode: bool, run: _Run, at_s: float | None, progress: float) -> ExecutionReport:
+        peak = run.peak
+        limit = run.guard.max_contact_force_n if run.guard is not None else float("nan")
         if guarded_mode and peak <= self.emergency_force_n:
-            return self._report(
-                CONTACT,
-                progress,
-                peak,
-                at_s,
-                state,
-                t0,
-                rec,
-                physics,
-                f"stopped at first contact (force {peak:.3g} N > guard {limit:.3g} N)",
+            return run.report(
+                CONTACT, progress, f"stopped at first contact (force {peak:.3g} N > guard {limit:.3g} N)", at_s
             )
-        return self._report(
+        return run.report(
             EMERGENCY_LIMIT,
             progress,
-            peak,
-            at_s,
-            state,
-            t0,
-            rec,
-            physics,
             f"stopped on the emergency force limit ({peak:.4g} N > {self.emergency_force_n:.3g} N)"
             if peak > self.emergency_force_n
             else f"stopped on the force limit ({peak:.4g} N > {limit:.3g} N)",
-        )
-
-    @staticmethod
-    def _report(
-        reason: str,
-        progress: float,
-        peak: float,
-        at_s: float | None,
-        state: RobotState,
-        t0: float,
-        rec: Recording,
-        physics: float,
-        message: str = "",
-    ) -> ExecutionReport:
-        return ExecutionReport(
-            reason, float(progress), float(peak), at_s, float(state.time_s - t0), state, rec, physics, message
+            at_s,
         )

@@ -130,6 +130,8 @@ class Kinematics:
         self.nq = len(names)
         self.joint_names = tuple(names)
         self._identity_order = bool(np.all(self._model_index == np.arange(self.nq)))
+        #: column of each model-order joint in command order
+        self._command_of_model = np.argsort(self._model_index)
 
         if not model.existFrame(description.base_frame):
             raise KinematicsError(
@@ -213,15 +215,23 @@ class Kinematics:
         oMf = pin.updateFramePlacement(self.model, self.data, self.flange_frame_id)
         return (self._baseMo * oMf).homogeneous
 
+    def _model_rows(self, qs: np.ndarray) -> np.ndarray:
+        """Configurations (N, nq) in model order from command order."""
+        qs = np.asarray(qs, dtype=float).reshape(-1, self.nq)
+        return qs if self._identity_order else qs[:, self._command_of_model]
+
     def tcp_positions(self, qs: np.ndarray) -> np.ndarray:
         """TCP positions (N, 3) in the base frame for configurations ``qs`` (N, nq)."""
-        out = np.empty((len(qs), 3))
+        rows = self._model_rows(qs)
+        out = np.empty((len(rows), 3))
         model, data, fid = self.model, self.data, self.tcp_frame_id
-        R, p = self._baseMo.rotation, self._baseMo.translation
-        for i, q in enumerate(qs):
-            pin.forwardKinematics(model, data, self.to_model(q))
-            out[i] = R @ pin.updateFramePlacement(model, data, fid).translation + p
-        return out
+        fk, place = pin.forwardKinematics, pin.updateFramePlacement
+        for i in range(len(rows)):
+            fk(model, data, rows[i])
+            out[i] = place(model, data, fid).translation
+        if self._base_is_origin:
+            return out
+        return out @ self._baseMo.rotation.T + self._baseMo.translation
 
     def jacobian(self, q: np.ndarray) -> np.ndarray:
         """6 x nq TCP Jacobian (linear; angular) in base-frame axes, command order."""

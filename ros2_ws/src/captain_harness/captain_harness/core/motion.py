@@ -426,7 +426,7 @@ class MotionPrimitives:
         guard: ForceGuard | None,
     ) -> MotionRecord:
         rec = report.recording
-        q = np.vstack([np.asarray(start.joint_positions_rad, float)[None]] + [np.asarray(x)[None] for x in rec.q])
+        q = np.array([start.joint_positions_rad, *rec.q], dtype=float)
         record = MotionRecord(
             call=call,
             mode=mode,

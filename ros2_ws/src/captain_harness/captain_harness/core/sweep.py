@@ -3,7 +3,8 @@
 A sweep moves the TCP on the straight line from its current position to the target
 while the orientation follows the shortest rotation (slerp), both driven by one path
 parameter ``s`` in [0, 1] with a trapezoidal speed profile. The path is solved by IK at
-waypoints a few millimetres apart, each warm-started from the previous solution, and
+waypoints a few centimetres apart, each seeded with the joints extrapolated from the
+previous waypoints (on a smooth path IK then mostly confirms the prediction), and
 checked before anything moves: IK success, joint limits, joint jumps (a change of IK
 branch), self-collision, the workspace box and the joint velocity limits. Between
 waypoints the joint targets are interpolated linearly at the control rate.
@@ -188,8 +189,8 @@ class _LinePoses:
         self.theta = math.acos(min(1.0, d))
         self.sin_theta = math.sin(self.theta)
 
-    def at(self, s: float) -> np.ndarray:
-        """4x4 pose at path parameter ``s`` in [0, 1]."""
+    def parts(self, s: float) -> tuple[list[float], list[float]]:
+        """(position [x, y, z], rotation matrix row-major, 9 values) at ``s``, plain floats."""
         if self.sin_theta < 1e-6:
             a, b = 1.0 - s, s
         else:
@@ -198,15 +199,38 @@ class _LinePoses:
         w, x, y, z = (a * u + b * v for u, v in zip(self.q0, self.q1, strict=True))
         n = math.sqrt(w * w + x * x + y * y + z * z)
         w, x, y, z = w / n, x / n, y / n, z / n
-        px, py, pz = (p + s * d for p, d in zip(self.p0, self.dp, strict=True))
+        position = [p + s * d for p, d in zip(self.p0, self.dp, strict=True)]
+        rotation = [
+            1 - 2 * (y * y + z * z),
+            2 * (x * y - z * w),
+            2 * (x * z + y * w),
+            2 * (x * y + z * w),
+            1 - 2 * (x * x + z * z),
+            2 * (y * z - x * w),
+            2 * (x * z - y * w),
+            2 * (y * z + x * w),
+            1 - 2 * (x * x + y * y),
+        ]
+        return position, rotation
+
+    def at(self, s: float) -> np.ndarray:
+        """4x4 pose at path parameter ``s`` in [0, 1]."""
+        position, r = self.parts(s)
         return np.array(
             [
-                [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w), px],
-                [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w), py],
-                [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y), pz],
+                [r[0], r[1], r[2], position[0]],
+                [r[3], r[4], r[5], position[1]],
+                [r[6], r[7], r[8], position[2]],
                 [0.0, 0.0, 0.0, 1.0],
             ]
         )
+
+
+def _extrapolate(q_wp: list[np.ndarray]) -> np.ndarray:
+    """The next of evenly spaced waypoints predicted from the last two (linearly)."""
+    if len(q_wp) >= 2:
+        return 2.0 * q_wp[-1] - q_wp[-2]
+    return q_wp[-1]
 
 
 def _in_box(p: np.ndarray, cfg: MotionConfig) -> bool:
@@ -309,19 +333,29 @@ def plan_sweep(
     line = _LinePoses(p0, p1, q0, np.asarray(goal_quaternion_wxyz, dtype=float))
     lo_l = (kin.lower_rad + margin).tolist()
     hi_l = (kin.upper_rad - margin).tolist()
+    ik_solves = 0
     for i in range(1, n_seg + 1):
         s = s_values[i]
         final = i == n_seg
         T = line.at(s)
         tol_p = cfg.ik_position_tolerance_m if final else 5 * cfg.ik_position_tolerance_m
         tol_r = cfg.ik_rotation_tolerance_rad if final else 5 * cfg.ik_rotation_tolerance_rad
+        # The waypoints are evenly spaced on a smooth path: the joints extrapolated from the
+        # last ones are usually within tolerance already, and IK only has to confirm them.
+        seed = _extrapolate(q_wp)
         res = kin.solve_ik(
-            T,
-            q_prev,
-            max_iterations=cfg.ik_max_iterations,
-            position_tolerance_m=tol_p,
-            rotation_tolerance_rad=tol_r,
+            T, seed, max_iterations=cfg.ik_max_iterations, position_tolerance_m=tol_p, rotation_tolerance_rad=tol_r
         )
+        ik_solves += 1
+        if not res.success and len(q_wp) > 1:  # from the last waypoint itself
+            res = kin.solve_ik(
+                T,
+                q_prev,
+                max_iterations=cfg.ik_max_iterations,
+                position_tolerance_m=tol_p,
+                rotation_tolerance_rad=tol_r,
+            )
+            ik_solves += 1
         if not res.success:
             pct = f"{100 * s:.0f}% of the way ({_fmt_vec(T[:3, 3])})"
             if res.reason == "joint_limit":
@@ -386,6 +420,7 @@ def plan_sweep(
         goal_T,
         timing=timing,
     )
+    plan.details["ik_solves"] = ik_solves
     _stretch_for_joint_velocity(plan, kin, cfg)
     if duration_s is not None and plan.duration_s > duration_s + 1e-9 and (speed_m_s or angular_rad_s):
         return failed(
