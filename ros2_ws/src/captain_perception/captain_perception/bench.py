@@ -17,9 +17,15 @@ the calls themselves see only the camera frames, as at run time.
   rendering), and the parts: ``capture_ms`` (the driver's rendering alone),
   ``observe_ms``, ``mark_point_ms``, ``mark_point_object_ms``, ``measure_ms``,
   ``segment_ms``.
+* ``*_cpu_ms``: the same as CPU time of the whole process (every thread: the software
+  renderer's, the PNG encoders'), median.
 
-Run single-threaded for the "one core" figure (the bench limits OpenCV and BLAS
-threads itself).
+"One core": the bench limits OpenCV and BLAS to one thread and Mesa's llvmpipe
+rasteriser to one worker thread (``LP_NUM_THREADS=1``, unless already set; it must be set
+before the first GL context, so run the bench in a fresh process). The work is then
+serial, and the CPU-time figures are what one dedicated core would take. The wall-clock
+figures are what this process got: on a machine whose cores are shared with other work
+they include time spent waiting for a core, and are then larger and noisy.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ DEFAULT_SCENES = (("libero_spatial/0", 11), ("libero_spatial/0", 12), ("libero_s
 
 
 def _single_thread() -> None:
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "LP_NUM_THREADS"):
         os.environ.setdefault(var, "1")
     import cv2
 
@@ -67,6 +73,7 @@ def run(scenes: tuple[tuple[str, int], ...] = DEFAULT_SCENES, points_per_object:
     mark_err, centre_err, centre_xy_err, radius_err = [], [], [], []
     t_capture, t_observe, t_mark, t_mark_obj, t_measure, t_segment, t_total = [], [], [], [], [], [], []
     t_own: list[float] = []
+    c_capture, c_observe, c_total, c_own = [], [], [], []
     driver: LiberoDriver | None = None
     workspace = tempfile.mkdtemp(prefix="captain_bench_perception_")
     try:
@@ -80,12 +87,15 @@ def run(scenes: tuple[tuple[str, int], ...] = DEFAULT_SCENES, points_per_object:
             perception = Perception(driver, workspace)
             # warm caches of the driver and of numpy/cv2 code paths, then time
             perception.observe()
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             driver.capture()
             t_capture.append(time.perf_counter() - t)
+            c_capture.append(time.process_time() - c)
 
+            c = time.process_time()
             obs, dt = perception.timed("observe")
             t_observe.append(dt)
+            c_observe.append(time.process_time() - c)
             handle = obs.result["value"]["observation_handle"]
             frame = perception.store.observation(handle).frames[HEAD_CAMERA]
             seg = truth.segmentation(HEAD_CAMERA, *frame.size_px)
@@ -111,16 +121,20 @@ def run(scenes: tuple[tuple[str, int], ...] = DEFAULT_SCENES, points_per_object:
                         mark_err.append(np.linalg.norm(np.array(out.result["value"]["position_m"]) - hit) * 1000)
                 # object measurement, clicking near the middle of the visible part
                 k = int(np.argmin((xs - xs.mean()) ** 2 + (ys - ys.mean()) ** 2))
+                c = time.process_time()
                 out, dt_mark = perception.timed("mark_point", handle, HEAD_CAMERA, (xs[k] + 0.5) / w,
                                                 (ys[k] + 0.5) / h, label=name, granularity="object")
                 t_mark_obj.append(dt_mark)
                 if not out.result["success"]:
                     continue
                 geo, dt_meas = perception.timed("measure_object_geometry", out.result["value"]["detection_id"])
+                c_mark_measure = time.process_time() - c
                 t_measure.append(dt_meas)
                 if first:
                     t_total.append(t_observe[-1] + dt_mark + dt_meas)
                     t_own.append(t_observe[-1] - t_capture[-1] + dt_mark + dt_meas)
+                    c_total.append(c_observe[-1] + c_mark_measure)
+                    c_own.append(c_observe[-1] - c_capture[-1] + c_mark_measure)
                     first = False
                 if not geo.result["success"]:
                     continue
@@ -159,6 +173,10 @@ def run(scenes: tuple[tuple[str, int], ...] = DEFAULT_SCENES, points_per_object:
         "mark_point_object_ms": med(t_mark_obj) * ms,
         "measure_ms": med(t_measure) * ms,
         "segment_ms": med(t_segment) * ms,
+        "observe_mark_measure_cpu_ms": med(c_total) * ms,
+        "observe_mark_measure_without_capture_cpu_ms": med(c_own) * ms,
+        "capture_cpu_ms": med(c_capture) * ms,
+        "observe_cpu_ms": med(c_observe) * ms,
         "points_scored": float(len(mark_err)),
         "objects_scored": float(len(centre_err)),
     }
