@@ -13,6 +13,7 @@ servers and services, and from the sandboxed session's ``robot`` client.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 import traceback
@@ -45,9 +46,9 @@ class PrimitiveSpec:
     physical: bool
     group: str
 
-    @property
+    @functools.cached_property
     def signature(self) -> inspect.Signature:
-        """The call signature the policy sees."""
+        """The call signature the policy sees (computed once)."""
         return inspect.signature(self.fn)
 
     @property
