@@ -165,8 +165,15 @@ def test_hold_recover_release_actions(stack) -> None:
         MoveTo.Goal(position_m=(start + np.array([0.05, 0.0, 0.0])).tolist(), speed_m_s=0.1))).get_result_async())
     assert res.status == GoalStatus.STATUS_SUCCEEDED
     hold, Hold = _action(client, "hold")
-    res = client.wait(client.wait(hold.send_goal_async(Hold.Goal(duration_s=0.2))).get_result_async())
+    progress: list[float] = []
+    handle = client.wait(hold.send_goal_async(Hold.Goal(duration_s=0.2),
+                                              feedback_callback=lambda m: progress.append(m.feedback.progress)))
+    res = client.wait(handle.get_result_async())
     assert res.status == GoalStatus.STATUS_SUCCEEDED and res.result.result.receipt.startswith("hold: ok")
+    deadline = time.monotonic() + 5.0  # feedback travels on a topic, the result by a service
+    while time.monotonic() < deadline and not (progress and progress[-1] == pytest.approx(1.0)):
+        time.sleep(0.02)
+    assert len(progress) >= 3 and progress == sorted(progress) and progress[-1] == pytest.approx(1.0)
     recover, Recover = _action(client, "recover")
     res = client.wait(client.wait(recover.send_goal_async(Recover.Goal(max_distance_m=0.02))).get_result_async())
     assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.result.message

@@ -352,21 +352,28 @@ class MotionExecutor:
         return run.report(TARGET_REACHED, 1.0, f"the jaw was still moving after {timeout_s:g} s")
 
     def run_hold(
-        self, duration_s: float, q_hold: np.ndarray, *, guard: ForceGuard | None, cancel: CancelSource = None
+        self, duration_s: float, q_hold: np.ndarray, *, guard: ForceGuard | None, cancel: CancelSource = None,
+        feedback: FeedbackFn | None = None, state_every: int = 1,
     ) -> ExecutionReport:
-        """Keep ``q_hold`` commanded for ``duration_s`` (guarded, cancellable)."""
+        """Keep ``q_hold`` commanded for ``duration_s`` (guarded, cancellable); the state is
+        read every ``state_every`` periods and passed to ``feedback(progress, state)``."""
         driver = self.driver
         run = _Run(Recording(), driver.read_state(), guard)
         steps = round(duration_s / float(driver.control_period_s))
+
+        def report_progress(state: RobotState, done: int) -> None:
+            if feedback is not None:
+                feedback(done / steps, state)
+
         end = self._cycle(
             run,
             [JointCommand(q_hold)] + [None] * (steps - 1) if steps > 0 else [],
-            every=1,
+            every=max(1, int(state_every)),
             guarded_mode=False,
             cancel=_poller(cancel),
             cancel_message="cancel requested; the arm is holding",
             total=steps,
-            on_state=None,
+            on_state=report_progress if feedback is not None else None,
         )
         return end if end is not None else run.report(TARGET_REACHED, 1.0)
 

@@ -694,7 +694,8 @@ class MotionPrimitives:
             start = self._read_state()
             guard = ForceGuard(cfg.emergency_force_n, ignore_finger_contacts=self.held(start))
             q_hold = self._hold_target(start)
-            report = self.executor.run_hold(d, q_hold, guard=guard, cancel=self._cancelled)
+            report = self.executor.run_hold(d, q_hold, guard=guard, cancel=self._cancelled,
+                                            feedback=self._feedback, state_every=self._state_every())
             self._record("hold", "", start, report, sweep=False, goal_T=None, guard=guard)
             end = report.final_state
             p0 = self.kin.fk(start.joint_positions_rad)[:3, 3]
