@@ -1,8 +1,9 @@
 """Real teacher episodes on LIBERO, one per task type, through the whole harness (sandboxed
 session, guarded motion, perception, completion gate): each must end in strict success
 (host success and an accepted finish()). Plus: the session never sees the simulator
-snapshot the teacher decides from, an injected mistake is recovered from and flagged, and
-``captain demo`` runs an episode and says where its records are.
+snapshot the teacher decides from, an injected mistake is recovered from and flagged, an
+injected failure goes unnoticed (a host failure) and is flagged, and ``captain demo``
+runs an episode and says where its records are.
 
 Each episode builds a LIBERO scene (about 10 s on these machines) and runs 5-15 requests.
 """
@@ -146,6 +147,36 @@ def test_an_injected_mistake_is_recovered_from_and_flagged(tmp_path: Path) -> No
     flagged = [r["meta"]["request_index"] for r in rows if r["meta"].get("injected_mistake")]
     assert flagged == [marked[0]["request_index"]]  # the row of that request is flagged, and only it
     assert rows[flagged[0] - 1]["meta"]["nosup_reason"] == "injected_mistake"
+
+
+@pytest.mark.parametrize(("failure", "state"), [("perturbed_grasp", 11), ("perturbed_place", 12)])
+def test_an_injected_failure_goes_unnoticed_ends_in_a_host_failure_and_is_flagged(failure: str, state: int,
+                                                                                   tmp_path: Path) -> None:
+    teacher = TeacherPolicy(seed=0, failure_rate=1.0, failures=(failure,))
+    outcome = run_episode("libero_spatial/0", policy=teacher, out_dir=tmp_path, init_state=state)
+    assert outcome.error is None, outcome.error
+    assert not outcome.host_success and outcome.outcome == "false_finish", outcome.outcome
+    flags = json.loads((Path(outcome.record_dir) / "teacher.json").read_text())
+    assert flags["injected_failure"] == failure and flags["style"]["failure"] == failure
+    rows = [json.loads(x) for x in (Path(outcome.record_dir) / "rows.jsonl").read_text().splitlines()]
+    made = [r["meta"]["request_index"] for r in rows if r["meta"].get("injected_failure")]
+    assert made and all(r["meta"]["injected_failure"] == failure for r in rows if r["meta"].get("injected_failure"))
+    assert len(made) == 1  # one request makes the failure ...
+    later = [r["meta"] for r in rows if r["meta"]["request_index"] > made[0]]
+    assert later and all(m["after_injected_failure"] == failure and m["nosup_reason"] == "injected_failure"
+                         for m in later)  # ... and every later request continues it, unsupervised
+    assert rows[made[0] - 1]["meta"]["nosup_reason"] == "injected_failure"
+    events = _events(outcome)
+    made_output = "\n".join(c["output"] for c in events[made[0] - 1]["cells"])
+    if failure == "perturbed_grasp":
+        assert "held: False" in made_output  # the jaws closed beside the bowl ...
+        code = "\n".join(c["code"] for e in events[made[0]:] for c in e["cells"])
+        assert 'gripper="close"' not in code  # ... and the teacher never grasped again
+    else:
+        assert "opened = robot.move_to(gripper=\"open\")" in events[made[0] - 1]["cells"][0]["code"]
+        code = "\n".join(c["code"] for e in events[made[0]:] for c in e["cells"])
+        assert 'gripper="close"' not in code  # no second try at the bowl
+    assert "robot.finish(" in "\n".join(c["code"] for e in events[made[0]:] for c in e["cells"])
 
 
 def test_demo_runs_an_episode_and_says_where_the_records_are(tmp_path: Path) -> None:

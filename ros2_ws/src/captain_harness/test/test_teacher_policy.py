@@ -14,7 +14,7 @@ from captain_harness.core.episode.policy.base import PolicyClient
 from captain_harness.core.episode.policy.registry import make_policy
 from captain_harness.core.episode.runner import run_episode
 from captain_harness.core.teacher import TeacherPolicy
-from captain_harness.core.teacher.style import MISTAKES, draw_style
+from captain_harness.core.teacher.style import FAILURES, MISTAKES, draw_style
 
 FACTORY = "captain_harness.core.teacher.policy:make_teacher"
 
@@ -26,11 +26,26 @@ def test_the_teacher_is_built_by_name_and_wants_the_host_context() -> None:
     assert policy.mistakes == ("grasp_too_high", "fast_descent")
 
 
-@pytest.mark.parametrize("options", [{"mistake_rate": 1.5}, {"mistakes": "drop_it"}])
+@pytest.mark.parametrize("options", [{"mistake_rate": 1.5}, {"mistakes": "drop_it"}, {"failure_rate": -0.1},
+                                     {"failures": "perturbed_grasp,forget_it"}])
 def test_bad_options_are_refused_with_the_valid_choices(options: dict) -> None:
     with pytest.raises(ValueError) as err:
         TeacherPolicy(**options)
-    assert "0..1" in str(err.value) or all(m in str(err.value) for m in MISTAKES)
+    text = str(err.value)
+    assert "0..1" in text or all(m in text for m in MISTAKES) or all(f in text for f in FAILURES)
+
+
+def test_failures_follow_their_rate_replace_mistakes_and_leave_seeded_styles_as_they_were() -> None:
+    policy = make_policy(FACTORY, failure_rate="0.5", failures="perturbed_place")
+    assert policy.failure_rate == 0.5 and policy.failures == ("perturbed_place",)
+    for seed in range(10):  # a zero failure rate draws nothing more: the same styles as before
+        assert draw_style(np.random.default_rng(seed), 0.3) == draw_style(np.random.default_rng(seed), 0.3,
+                                                                            MISTAKES, 0.0, FAILURES)
+    styles = [draw_style(np.random.default_rng(s), 1.0, MISTAKES, 1.0, FAILURES) for s in range(20)]
+    assert all(s.failure in FAILURES and s.mistake is None for s in styles)
+    assert {s.failure for s in styles} == set(FAILURES)
+    some = [draw_style(np.random.default_rng(s), 0.0, MISTAKES, 0.3, FAILURES).failure for s in range(200)]
+    assert 30 < sum(f is not None for f in some) < 90
 
 
 def test_styles_are_reproducible_and_mistakes_follow_the_rate() -> None:

@@ -82,6 +82,10 @@ class TeacherContext:
         self.first_snapshot: Any = None
         self.mistake_done = False
         self.mistake_request: int | None = None
+        #: an injected failure was made (the teacher then carries on without noticing)
+        self.failure_done = False
+        #: the request that made it (set by the policy)
+        self.failure_request: int | None = None
         self.flags: list[dict[str, Any]] = []
         #: values printed by the session, one dict per request's feedback
         self.printed_history: list[dict[str, Any]] = []
@@ -149,6 +153,10 @@ class TeacherContext:
         return int(left) if isinstance(left, (int, float)) else 10_000
 
     # ----------------------------------------------------------- decisions
+    def failure_due(self, kind: str) -> bool:
+        """Whether the style's injected failure is ``kind`` and not made yet."""
+        return self.style.failure == kind and not self.failure_done
+
     def goal_satisfied(self, predicate: str, args: tuple[str, ...]) -> bool:
         """Whether a goal predicate holds in the current snapshot."""
         for g in self.scene.snapshot.goals:

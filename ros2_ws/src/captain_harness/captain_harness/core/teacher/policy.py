@@ -13,10 +13,15 @@ Options (``make_teacher(**options)``, e.g. ``-p seed=3 -p mistake_rate=0.2``):
 * ``seed``: makes the episode's choices reproducible (with the episode id);
 * ``variety``: randomise the style (speeds, approach sides, verification patterns);
 * ``mistake_rate``: probability of one injected, recovered mistake per episode;
-* ``mistakes``: which mistakes may be injected (see ``style.MISTAKES``).
+* ``mistakes``: which mistakes may be injected (see ``style.MISTAKES``);
+* ``failure_rate``: probability of one injected, unrecovered failure per episode (for
+  training a critic: the episode ends in a host failure);
+* ``failures``: which failures may be injected (see ``style.FAILURES``).
 
 Flags for the records: a reply's ``meta`` (e.g. ``{"injected_mistake": ...,
-"nosup_reason": "injected_mistake"}``) is attached to the reply object, and the
+"nosup_reason": "injected_mistake"}``, ``{"injected_failure": ..., "nosup_reason":
+"injected_failure"}`` on the request that makes a failure and ``{"after_injected_failure":
+..., "nosup_reason": "injected_failure"}`` on every later one) is attached to the reply object, and the
 episode's style and flags are written to ``teacher.json`` in the episode's record folder.
 """
 
@@ -28,7 +33,7 @@ import re
 import time
 import traceback
 from collections import OrderedDict
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +44,7 @@ from captain_harness.core.teacher.context import Step, TeacherContext
 from captain_harness.core.teacher.feedback import Feedback, last_cells
 from captain_harness.core.teacher.planners.pick_place import PlanError
 from captain_harness.core.teacher.planners.task import plan_episode
-from captain_harness.core.teacher.style import MISTAKES, draw_style, plain_style
+from captain_harness.core.teacher.style import FAILURES, MISTAKES, draw_style, plain_style, with_failure
 
 
 class TeacherEpisode:
@@ -96,18 +101,19 @@ class TeacherPolicy(PolicyClient):
     wants_host_context = True
 
     def __init__(self, seed: int | None = None, variety: bool = True, mistake_rate: float = 0.0,
-                 mistakes: tuple[str, ...] | list[str] | str = MISTAKES, write_flags: bool = True) -> None:
-        if isinstance(mistakes, str):
-            mistakes = tuple(m.strip() for m in mistakes.split(",") if m.strip())
-        unknown = [m for m in mistakes if m not in MISTAKES]
-        if unknown:
-            raise ValueError(f"unknown mistakes {unknown}; choose from {', '.join(MISTAKES)}")
-        if not 0.0 <= float(mistake_rate) <= 1.0:
-            raise ValueError(f"mistake_rate must be in 0..1, got {mistake_rate}")
+                 mistakes: tuple[str, ...] | list[str] | str = MISTAKES, write_flags: bool = True,
+                 failure_rate: float = 0.0, failures: tuple[str, ...] | list[str] | str = FAILURES) -> None:
+        mistakes = _choices("mistakes", mistakes, MISTAKES)
+        failures = _choices("failures", failures, FAILURES)
+        for option, rate in (("mistake_rate", mistake_rate), ("failure_rate", failure_rate)):
+            if not 0.0 <= float(rate) <= 1.0:
+                raise ValueError(f"{option} must be in 0..1, got {rate}")
         self.seed = seed
         self.variety = bool(variety)
         self.mistake_rate = float(mistake_rate)
         self.mistakes = tuple(mistakes)
+        self.failure_rate = float(failure_rate)
+        self.failures = tuple(failures)
         self.write_flags = write_flags
         self._episodes: OrderedDict[str, TeacherEpisode] = OrderedDict()
 
@@ -124,11 +130,13 @@ class TeacherPolicy(PolicyClient):
         ep = self._episodes.get(request.episode_id)
         if ep is None or request.request_index == 1:
             rng = self._rng(request.episode_id)
-            style = draw_style(rng, self.mistake_rate, self.mistakes) if self.variety else plain_style()
-            if not self.variety and self.mistake_rate > 0 and rng.random() < self.mistake_rate and self.mistakes:
-                from dataclasses import replace
-
-                style = replace(style, mistake=str(rng.choice(list(self.mistakes))))
+            if self.variety:
+                style = draw_style(rng, self.mistake_rate, self.mistakes, self.failure_rate, self.failures)
+            else:
+                style = plain_style()
+                if self.mistake_rate > 0 and rng.random() < self.mistake_rate and self.mistakes:
+                    style = replace(style, mistake=str(rng.choice(list(self.mistakes))))
+                style = with_failure(style, rng, self.failure_rate, self.failures)
             ep = TeacherEpisode(TeacherContext(request.episode_id, style, rng), _instruction(request.messages))
             self._episodes[request.episode_id] = ep
             while len(self._episodes) > 8:
@@ -165,6 +173,12 @@ class TeacherPolicy(PolicyClient):
             calls = [ToolCall(new_call_id(), code) for code in step.cells]
             reply = PolicyReply(content=step.content, reasoning=step.reasoning, tool_calls=calls,
                                 finish_reason="tool_calls", model="teacher")
+            meta = dict(step.meta)
+            if ep.ctx.failure_request is not None and request.request_index > ep.ctx.failure_request:
+                meta.update(after_injected_failure=ep.ctx.style.failure, nosup_reason="injected_failure")
+            elif meta.get("injected_failure"):
+                ep.ctx.failure_request = request.request_index
+            step.meta = meta
             reply.meta = dict(step.meta)  # type: ignore[attr-defined]
             if step.meta:
                 ep.ctx.flags.append({"request_index": request.request_index, **step.meta})
@@ -184,6 +198,7 @@ class TeacherPolicy(PolicyClient):
             "seed": self.seed,
             "style": asdict(ep.ctx.style),
             "injected_mistake": ep.ctx.style.mistake if ep.ctx.mistake_done else None,
+            "injected_failure": ep.ctx.style.failure if ep.ctx.failure_request is not None else None,
             "flags": ep.ctx.flags,
         }
         tmp = folder / "teacher.json.tmp"
@@ -193,6 +208,16 @@ class TeacherPolicy(PolicyClient):
     def close(self) -> None:
         """Forget running episodes."""
         self._episodes.clear()
+
+
+def _choices(option: str, values: tuple[str, ...] | list[str] | str, valid: tuple[str, ...]) -> tuple[str, ...]:
+    """Names from a tuple or a comma-separated string, each one of ``valid``."""
+    if isinstance(values, str):
+        values = [v.strip() for v in values.split(",") if v.strip()]
+    unknown = [v for v in values if v not in valid]
+    if unknown:
+        raise ValueError(f"unknown {option} {unknown}; choose from {', '.join(valid)}")
+    return tuple(values)
 
 
 def make_teacher(**options: Any) -> TeacherPolicy:

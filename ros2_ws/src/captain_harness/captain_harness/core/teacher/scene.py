@@ -37,7 +37,7 @@ SHAPES: dict[str, tuple[tuple[float, float, float], tuple[float, float, float], 
     "wine_bottle": ((0.0, 0.0, 0.08), (0.022, 0.022, 0.078), True),
     "moka_pot": ((0.0, 0.017, 0.01), (0.041, 0.074, 0.076), True),
     "mug": ((0.0, 0.0, 0.055), (0.066, 0.05, 0.055), True),
-    "book": ((0.0, 0.0, 0.07), (0.05, 0.05, 0.068), True),
+    "book": ((0.0, 0.0, 0.068), (0.0145, 0.055, 0.068), True),  # upright: thin along its body x
     "basket": ((0.0, 0.0, 0.075), (0.085, 0.079, 0.071), True),
     "drawer_cabinet": ((0.004, 0.0, 0.114), (0.127, 0.111, 0.109), True),
     "stove": ((0.096, 0.0, 0.015), (0.149, 0.095, 0.035), True),

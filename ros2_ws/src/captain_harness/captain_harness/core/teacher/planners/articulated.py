@@ -239,18 +239,32 @@ def _axis_angle(axis: np.ndarray, angle: float) -> np.ndarray:
     return np.eye(3) + math.sin(angle) * K + (1.0 - math.cos(angle)) * (K @ K)
 
 
+#: Where the pushing tool centre sits behind the middle of the handle bar while the tipped
+#: fingers press on the bar, along the pull direction, m.
+PUSH_CONTACT_BEHIND_BAR_M = 0.015
+#: The first (manipulation) push stops this far short of the closed position, m; the
+#: guarded push that follows closes the rest and stops at the drawer's end stop.
+PUSH_SHORT_M = 0.012
+#: How far past the closed position the guarded push aims (the end stop, 1 cm past
+#: closed, stops it first), m.
+PUSH_PAST_M = 0.015
+
+
 def _push_closed(ctx: TeacherContext, d: Drawer, pull: np.ndarray, attempt: int = 0) -> Plan:
     """Push a drawer shut: closed fingertips against the front of its handle bar, the hand
-    tipped so the fingers point down into the cabinet (a straight top-down hand is as deep
+    tipped so the fingers point down into the cabinet (a straight top-down palm is as deep
     as its palm and meets the handle of the drawer above before the drawer is in). The
-    push aims just past the closed position in manipulation mode; the drawer's end stop
-    ends it."""
+    push has two parts: in manipulation mode (which tolerates the drawer's load) to just
+    short of the closed position, then slowly in guarded mode, aiming a little past closed,
+    so the drawer's end stop ends it as a light contact instead of a hard press."""
     st = ctx.style
     out_m = max(0.0, -d.position_m)
     q_push = pushing_quat(pull)
     ctx.tcp_quaternion = q_push
     words = direction_words(pull)
     speed = num(st.approach_speed_m_s)
+    # ``handle`` in the session is the clicked front of the bar (0.7 cm in front of its middle)
+    to_closed = out_m + 0.007 - PUSH_CONTACT_BEHIND_BAR_M
     lines = [f"pull = np.array([{num(pull[0])}, {num(pull[1])}, 0.0])  # the drawer slides out {words}",
              f"q_push = {_qcode(q_push)}  # jaws along the bar, fingers tipped {num(math.degrees(PUSH_TILT_RAD))} deg "
              "into the cabinet",
@@ -258,20 +272,24 @@ def _push_closed(ctx: TeacherContext, d: Drawer, pull: np.ndarray, attempt: int 
              "start = handle + 0.035 * pull + [0, 0, 0.008]  # fingertips just in front of the bar",
              f"r = go(start + [0, 0, 0.1], q_push, speed={speed})",
              'if r["success"]:\n    r = go(start, q_push, speed=0.03)',
-             f"shut = handle - {num(out_m + 0.012, 3)} * pull + [0, 0, 0.008]  # past where the bar is once "
-             "the drawer is in",
-             'if r["success"]:\n    r = go(shut, q_push, speed=0.04, mode="manipulation")',
-             'print("pushed:", r["success"], (r.get("value") or {}).get("stopped_reason"))',
+             f"shut = handle - {num(to_closed, 3)} * pull + [0, 0, 0.008]  # the hand here once the drawer is in",
+             f'if r["success"]:  # most of the way\n    r = go(shut + {num(PUSH_SHORT_M, 3)} * pull, q_push, '
+             'speed=0.04, mode="manipulation")',
+             'if r["success"]:  # the rest slowly and guarded: the end stop ends it with a light contact\n'
+             f'    r = robot.move_to((shut - {num(PUSH_PAST_M, 3)} * pull).tolist(), q_push, speed=0.01)',
+             'pv = r.get("value") or {}\n'
+             'print("pushed:", pv.get("stopped_reason"), round(pv.get("max_observed_force_n") or 0.0, 1))',
              "up = np.array(val(robot.get_robot_state(), 'end_effector_position_m')) + 0.04 * pull + [0, 0, 0.1]",
              f"r = go(up, q_push, speed={speed})",
              f"r = go(home, downq(0.0), speed={speed})"]
     reasoning = (f"The drawer sticks out about {num(out_m * 100, 1)} cm. I'll push it shut at its handle bar with "
                  "closed fingertips, the hand tipped so the fingers point down into the cabinet: a straight "
-                 "top-down palm would meet the handle of the drawer above before this one is in. One straight "
-                 "push in manipulation mode, past the closed position, until the drawer stops.")
+                 "top-down palm would meet the handle of the drawer above before this one is in. Most of the way "
+                 f"in manipulation mode, then the last {num(PUSH_SHORT_M * 100)} cm slowly in guarded mode, so the "
+                 "drawer's end stop ends the push with a light contact.")
     if attempt:
         reasoning = (f"It is still about {num(out_m * 100, 1)} cm out. The same push again from where the bar is "
-                     "now, until the drawer stops.")
+                     "now, ending guarded against the drawer's end stop.")
     yield Step(reasoning, ["\n".join(lines)])
     ctx.tcp_quaternion = TOP_DOWN.copy()
     now = next(x for x in drawers(ctx.scene) if x.joint == d.joint)

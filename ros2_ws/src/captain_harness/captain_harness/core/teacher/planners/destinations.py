@@ -45,6 +45,15 @@ REGION_HALF_XY_M: dict[str, tuple[float, float]] = {
     "main_table_stove_front_region": (0.04, 0.04),
     "living_room_table_plate_right_region": (0.05, 0.05),
 }
+#: Shifts of the aim inside a region, in the parent's body frame (m), where the region's
+#: centre is not the middle of the space between the walls (the caddy's back compartment
+#: is 2 cm off its walls' middle).
+REGION_AIM_SHIFT_M: dict[str, tuple[float, float, float]] = {
+    "back_contain_region": (0.0, 0.02, 0.0),
+}
+#: A region narrower than this (half width, m) is a slot: a flat object goes in with its
+#: thin side across it.
+SLOT_HALF_WIDTH_M = 0.035
 CONTAINER_KINDS = frozenset({"basket", "caddy", "microwave", "drawer_cabinet"})
 
 
@@ -89,7 +98,21 @@ class Destination:
             return np.asarray(self.spot_m, dtype=float)
         if not self.region:
             return scene.position(self.click)
-        return self.region_center_m(scene) + self._toward_robot(scene) + self._share_offset(scene)
+        shift = np.zeros(3)
+        if self.click and self.region_key() in REGION_AIM_SHIFT_M:
+            shift = rot_z(scene.yaw(self.click)) @ np.asarray(REGION_AIM_SHIFT_M[self.region_key()])
+        return self.region_center_m(scene) + self._toward_robot(scene) + self._share_offset(scene) + shift
+
+    def slot_axis(self, scene: SceneView) -> np.ndarray | None:
+        """The across direction (unit, base frame xy) of a narrow region such as the caddy's
+        compartments; None when the region is not a slot."""
+        if not self.region or not self.click:
+            return None
+        hx, hy = self.half_xy_m()
+        if min(hx, hy) >= SLOT_HALF_WIDTH_M or max(hx, hy) < 1.6 * min(hx, hy):
+            return None
+        local = np.array([1.0, 0.0, 0.0]) if hx < hy else np.array([0.0, 1.0, 0.0])
+        return (rot_z(scene.yaw(self.click)) @ local)[:2]
 
     def _share_offset(self, scene: SceneView) -> np.ndarray:
         """Side-by-side aims when several objects go to one region (``share`` = (index, count))."""

@@ -42,6 +42,9 @@ EXPECTED_RADIUS_M = {"bowl": 0.054, "ramekin": 0.045, "plate": 0.069, "can": 0.0
                      "bottle": 0.032, "carton": 0.038, "wine_bottle": 0.022, "mug": 0.06, "moka_pot": 0.08,
                      "book": 0.07}
 TOP_DOWN = np.array([0.0, 2**-0.5, 2**-0.5, 0.0])
+#: Into a narrow compartment the held object's bottom is released this far below the
+#: destination's measured top (inside its walls, so it cannot topple over them), m.
+SLOT_RELEASE_BELOW_TOP_M = 0.05
 
 
 class PlanError(RuntimeError):
@@ -347,6 +350,9 @@ def grasp_carry_release(ctx: TeacherContext, obj: str, dest: Destination, spec: 
         fb = yield _grasp_step(ctx, obj, dest, spec, grasp, ov, attempt)
         if fb.values.get("held") is True and ctx.held(obj):
             break
+        if ctx.failure_done:  # an injected failure: carry on as if the grasp held
+            yield _place_step(ctx, obj, dest, spec)
+            return
         if fb.values.get("held") is True:
             fb = yield _open_and_back_off(ctx, f"The jaws report something held, but the {label_of(obj)} is not "
                                                "lifting with them.")
@@ -362,6 +368,8 @@ def grasp_carry_release(ctx: TeacherContext, obj: str, dest: Destination, spec: 
     if shifted or ctx.style.wrist_remeasure:
         yield from measure_held(ctx, obj, dest, ov, dv, shifted)
     fb = yield _place_step(ctx, obj, dest, spec)
+    if ctx.failure_done:  # an injected failure goes unnoticed
+        return
     aim = dest.aim_m(ctx.scene)
     off = ctx.scene.position(obj)[:2] - aim[:2]
     half = dest.half_xy_m()
@@ -425,6 +433,10 @@ def _grasp_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpe
     lines.append(f'grasp[2] = max(o["top_z_m"] - {num(depth)}, {floor})  # fingertips off the support')
     lines.append('hang = grasp[2] - o["bottom_z_m"]  # how far the object reaches below the fingers')
     hover = spec.approach_above_m + st.hover_m - 0.06
+    if attempt == 0 and dest.spot_m is None and ctx.failure_due("perturbed_grasp"):
+        ctx.failure_done = True
+        meta = {"injected_failure": "perturbed_grasp", "nosup_reason": "injected_failure"}
+        lines.append(f"grasp[:2] += {vec(_beside(ctx, obj, spec, grasp))}")
     lines.append(f"above = grasp + [0, 0, {num(hover)}]")
     if st.check_first:
         lines.append('chk = robot.check_motion(grasp.tolist(), q)\nprint("grasp reachable:", val(chk, "reachable"))')
@@ -450,14 +462,56 @@ def _grasp_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpe
                      'print("straddles:", val(ic, "straddles"))')
     lines.append('c = robot.move_to(gripper="close")\nprint("held:", val(c, "held"))')
     lift_z = _lift_expression(ctx, obj, dest, spec)
-    lines.append(f'if val(c, "held"):\n    lift = grasp.copy()\n    lift[2] = {lift_z}\n'
-                 f'    r = go(lift, q, speed={num(st.carry_speed_m_s * 0.8)}, mode="manipulation")\n'
-                 '    print("lifted:", r["success"])')
+    lift = (f'lift = grasp.copy()\nlift[2] = {lift_z}\n'
+            f'r = go(lift, q, speed={num(st.carry_speed_m_s * 0.8)}, mode="manipulation")\n'
+            'print("lifted:", r["success"])')
+    if meta.get("injected_failure"):
+        lines.append(lift)
+    else:
+        lines.append('if val(c, "held"):\n' + "\n".join("    " + line for line in lift.splitlines()))
     again = " again, with a changed grasp" if attempt else ""
     where = f"{num(depth * 100, 1)} cm below the measured top" if depth > 0 else "at the height of its measured top"
     reasoning = (f"Now the grasp{again}: top-down on {what}, {where}. "
                  "Hover first, descend slowly, close, and lift in manipulation mode if it holds.")
     return Step(reasoning, ["\n".join(lines)], meta=meta)
+
+
+def _beside(ctx: TeacherContext, obj: str, spec: GraspSpec, grasp: Grasp) -> np.ndarray:
+    """An injected failure: a horizontal shift (base frame, m) that puts the closing jaws a
+    few centimetres beside the object. A rim grasp moves outward along the jaw axis until
+    the inner finger is outside the wall; a centred grasp moves across the jaw axis, past
+    the object's side, to the side nearer the robot's reach."""
+    radius = EXPECTED_RADIUS_M.get(spec.kind, float(max(ctx.scene.box(obj).half_m[:2])))
+    if grasp.side is not None:
+        side = np.asarray(grasp.side, dtype=float)
+        return side / float(np.linalg.norm(side)) * (spec.rim_inset_m + 0.055)
+    jaw = grasp.jaw_yaw if grasp.jaw_yaw is not None else ctx.scene.yaw(obj)
+    across = np.array([math.cos(jaw), math.sin(jaw)])  # perpendicular to the jaw axis
+    center = ctx.scene.box(obj).center_m[:2]
+    sign = 1.0 if float(np.hypot(*(center - across * 0.05))) > float(np.hypot(*(center + across * 0.05))) else -1.0
+    if ctx.rng.random() < 0.3:
+        sign = -sign
+    return sign * across * (radius + 0.025)
+
+
+def _off_destination(ctx: TeacherContext, obj: str, dest: Destination) -> np.ndarray:
+    """An injected failure: a horizontal shift (base frame, m) of the release that leaves
+    the object a few centimetres outside the destination (past the region's or the 3 cm
+    tolerance's edge), toward whichever side keeps the release within reach."""
+    scene = ctx.scene
+    aim = dest.aim_m(scene)[:2]
+    distance = max(dest.half_xy_m()) + (0.06 if dest.container else 0.045)
+    best, best_score = None, -1e9
+    for k in range(8):
+        a = k * math.pi / 4 + 0.2 * float(ctx.rng.random())
+        shift = distance * np.array([math.cos(a), math.sin(a)])
+        reach = float(np.hypot(*(aim + shift)))
+        room = min((xy_distance_to_box(np.append(aim + shift, 0.0), scene.box(n)) for n in scene.names()
+                    if n not in (obj, dest.click)), default=0.2)
+        score = min(room, 0.08) - 2.0 * max(0.0, reach - 0.68) - 2.0 * max(0.0, 0.35 - reach)
+        if score > best_score:
+            best, best_score = shift, score
+    return best
 
 
 def _lift_expression(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec) -> str:
@@ -535,6 +589,10 @@ def _place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpe
         ctx.mistake_done = True
         meta = {"injected_mistake": st.mistake, "nosup_reason": "injected_mistake"}
         lines.append("target += [0.0, 0.06]")
+    elif dest.spot_m is None and ctx.failure_due("perturbed_place"):
+        ctx.failure_done = True
+        meta = {"injected_failure": "perturbed_place", "nosup_reason": "injected_failure"}
+        lines.append(f"target += {vec(_off_destination(ctx, obj, dest))}")
     if getattr(ctx, "adopt_held", None) is True:
         lines.insert(0, 'o, d, lift = g_h["object"], g_h["destination"], lift_h\nhang = lift[2] - o["bottom_z_m"]'
                         "  # the measurement taken while holding")
@@ -542,9 +600,16 @@ def _place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpe
         lines.insert(0, f"# {ctx.held_note}")
     ctx.adopt_held = None
     lines.append('place = lift.copy()\nplace[:2] += target - np.array(o["center_xy_m"])')
+    slot_jaw = _slot_jaw(ctx, obj, dest, spec)
+    if slot_jaw is not None:
+        lines.append(f"q = downq({num(slot_jaw)})  # the {olab}'s thin side (between the jaws) across the "
+                     f"{dlab}'s compartment")
     lines.append(f'r = go(place, q, speed={num(st.carry_speed_m_s)}, mode="manipulation")')
     top = dest.release_top(ctx.scene)
-    if dest.is_drawer(ctx.scene):
+    if slot_jaw is not None:
+        lines.append(f'release = place.copy()\nrelease[2] = {top} - {num(SLOT_RELEASE_BELOW_TOP_M)} + hang'
+                     f"  # the {olab}'s bottom already between the compartment's walls")
+    elif dest.is_drawer(ctx.scene):
         lines.append(f'release = place.copy()\nrelease[2] = {top} + {num(spec.release_above_m)} + hang'
                      f"  # just above the drawer's walls")
     elif dest.container:
@@ -552,8 +617,12 @@ def _place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpe
                      f"  # just above the rim, it drops in")
     else:
         lines.append(f'release = place.copy()\nrelease[2] = {top} + {num(spec.release_above_m)} + hang')
-    lines.append('if r["success"]:\n    r = go(release, q, speed=0.05, mode="manipulation")\n'
-                 '    print("lowered:", r["success"])')
+    if slot_jaw is not None:  # guarded: a touch on a wall stops it lightly, and it is released from there
+        lines.append('if r["success"]:\n    r = go(release, q, speed=0.03)\n'
+                     '    print("lowered:", r["success"], (r.get("value") or {}).get("stopped_reason"))')
+    else:
+        lines.append('if r["success"]:\n    r = go(release, q, speed=0.05, mode="manipulation")\n'
+                     '    print("lowered:", r["success"])')
     lines.append('opened = robot.move_to(gripper="open")')
     if st.settle_hold_s > 0:
         lines.append(f"robot.hold(duration_s={num(st.settle_hold_s, 1)})")
@@ -565,6 +634,21 @@ def _place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpe
     reasoning = (f"The {olab} is held. I'll carry it by the measured offset to the {dlab}, lower it {where} it, open "
                  "the jaws, back off upward and move out of the head camera's view.")
     return Step(reasoning, ["\n".join(lines)], meta=meta)
+
+
+def _slot_jaw(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec) -> float | None:
+    """For a flat object held across its thin side going into a narrow compartment: the
+    jaw yaw (rad) that turns its thin side across the compartment, the one of the two
+    equivalent hand turns nearest the grasp's; None otherwise."""
+    axis = dest.slot_axis(ctx.scene)
+    half = ctx.scene.box(obj).half_m
+    if axis is None or spec.style != "center" or not spec.jaw_across_short_side \
+            or max(half[0], half[1]) < 1.6 * min(half[0], half[1]):
+        return None
+    q = ctx.tcp_quaternion if ctx.tcp_quaternion is not None else TOP_DOWN
+    current = 2.0 * (math.atan2(float(q[2]), float(q[1])) - math.pi / 4)
+    jaw = math.atan2(float(axis[1]), float(axis[0])) - math.pi / 2  # the jaw axis along the slot's across direction
+    return min((jaw + k * math.pi for k in range(-2, 3)), key=lambda j: abs(j - current))
 
 
 def _printed(ctx: TeacherContext, key: str) -> dict | None:

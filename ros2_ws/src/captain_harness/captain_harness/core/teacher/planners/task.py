@@ -3,7 +3,9 @@ workable order, run each sub-task's planner, then verify and finish.
 
 Order of sub-tasks: opening drawers (also one that a relation needs open), turning knobs,
 then the relations in the task's order, then closing drawers and doors (after whatever
-goes inside them). Goals already true at the start are skipped.
+goes inside them). Goals already true at the start are skipped. After an injected
+failure (``style.FAILURES``) the teacher does not notice: it verifies and finishes
+without fixing anything.
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
     while True:
         yield from verify_and_finish(ctx, relations, others)
         # still here: finish() was not called, or it was rejected
-        if all_goals_met(ctx):
+        if all_goals_met(ctx) or ctx.failure_done:  # an injected failure goes unnoticed
             while finishes < 3:
                 finishes += 1
                 fb = yield finish_step(

@@ -33,7 +33,7 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], others
         relations: relation goals, in order.
         others: words for non-relation goals (articulated parts), checked by looking.
     """
-    done = all_goals_met(ctx)
+    done = all_goals_met(ctx) or ctx.failure_done  # an injected failure goes unnoticed
     targets = []
     pairs = []
     used: set[str] = set()
