@@ -14,6 +14,15 @@ within ``support_band_m`` of it) and pixels without depth are removed. The objec
 the connected piece that contains the seed. Printed texture on a flat face (a crease
 is missing) and shading across a curved surface (colour changes slowly) do not cut an
 object apart.
+
+Objects that touch (a bowl pressed against a ramekin or another bowl) can stay joined
+through the few pixels where their surfaces meet. The seed's piece is therefore checked
+for **lobes**: the distance transform of its mask is thresholded at rising levels, and
+when two or more cores appear, each at least ``lobe_ratio`` as thick as the thickest
+and ``lobe_min_radius_m`` in inscribed radius, the piece is two bodies joined by a
+neck. It is then split by a watershed on the L*a*b* image seeded with the cores, so
+the cut follows the colour seam between the bodies, and the seed's part is kept. A
+single compact object has one core at every level and is left whole.
 """
 
 from __future__ import annotations
@@ -44,6 +53,10 @@ class RegionParams:
             belong to the support, metres.
         min_region_px: a seed piece smaller than this is merged with its surroundings
             by retrying without colour cuts.
+        split_lobes: split a seed piece made of lobes joined by a neck (touching objects).
+        lobe_ratio: a core counts as a lobe when its inscribed radius is at least this
+            fraction of the piece's largest inscribed radius.
+        lobe_min_radius_m: smallest inscribed radius of a lobe, metres.
     """
 
     max_object_size_m: float = 0.45
@@ -55,6 +68,9 @@ class RegionParams:
     strong_colour_edge: float = 1e9
     support_band_m: float = 0.004
     min_region_px: int = 30
+    split_lobes: bool = True
+    lobe_ratio: float = 0.5
+    lobe_min_radius_m: float = 0.015
 
 
 @dataclass(frozen=True)
@@ -207,6 +223,8 @@ def grow_region(cloud: FrameCloud, x: float, y: float, params: RegionParams | No
             on_support = False
             if piece.sum() < p.min_region_px and attempt == 0:
                 continue
+            if p.split_lobes:
+                piece = split_lobes(cloud, piece, window, sx, sy, p)
         mask = np.zeros((cloud.height, cloud.width), bool)
         mask[y0:y1, x0:x1] = piece
         border = (piece[0, :].any() and y0 > 0) or (piece[-1, :].any() and y1 < cloud.height) or \
@@ -241,3 +259,85 @@ def _seed_label(labels: np.ndarray, sx: int, sy: int, radius: int = 4) -> int | 
 def _support_piece(support: np.ndarray, sx: int, sy: int) -> np.ndarray:
     _, lab = cv2.connectedComponents(support.astype(np.uint8), connectivity=4)
     return lab == lab[sy, sx]
+
+
+def split_lobes(cloud: FrameCloud, piece: np.ndarray, window: tuple[int, int, int, int], sx: int, sy: int,
+                params: RegionParams | None = None) -> np.ndarray:
+    """The seed's lobe of a piece made of touching bodies (see the module docstring).
+
+    Args:
+        cloud: the frame.
+        piece: (h, w) bool mask of the seed's piece within ``window``.
+        window: ``(y0, y1, x0, x1)`` of ``piece`` in the frame.
+        sx / sy: the seed pixel within the window.
+
+    Returns:
+        The seed's lobe, or ``piece`` itself when it has a single lobe.
+    """
+    p = params or RegionParams()
+    if piece.sum() < 8 * p.min_region_px:
+        return piece
+    ys, xs = np.nonzero(piece)
+    by0, by1 = max(0, ys.min() - 2), min(piece.shape[0], ys.max() + 3)
+    bx0, bx1 = max(0, xs.min() - 2), min(piece.shape[1], xs.max() + 3)
+    crop = np.ascontiguousarray(piece[by0:by1, bx0:bx1]).astype(np.uint8)
+    dt = cv2.distanceTransform(crop, cv2.DIST_L2, 5)
+    radius_px = float(dt.max())
+    depth = float(np.nanmedian(cloud.depth_m[window[0]:window[1], window[2]:window[3]][piece]))
+    min_px = max(p.lobe_ratio * radius_px, p.lobe_min_radius_m / float(cloud.pixel_size_m(depth)))
+    if radius_px < min_px:
+        return piece
+    cores: list[np.ndarray] = []
+    for level in np.arange(0.2, 0.9, 0.05) * radius_px:
+        n, lab = cv2.connectedComponents((dt > level).astype(np.uint8), connectivity=8)
+        if n <= 2:
+            continue
+        peaks = np.zeros(n, np.float32)
+        np.maximum.at(peaks, lab.ravel(), dt.ravel())
+        big = [i for i in range(1, n) if peaks[i] >= min_px]
+        if len(big) >= 2:
+            cores = [lab == i for i in big]
+            break
+    if len(cores) < 2:
+        return piece
+    markers = np.zeros(crop.shape, np.int32)
+    for k, core in enumerate(cores, 1):
+        markers[core] = k
+    outside = len(cores) + 1
+    markers[~cv2.dilate(crop, np.ones((3, 3), np.uint8)).astype(bool)] = outside
+    y0, x0 = window[0] + by0, window[2] + bx0
+    lab_img = cloud.lab[y0:y0 + crop.shape[0], x0:x0 + crop.shape[1]]
+    # L*a*b* to 8 bits, all three axes scaled alike (L* 0..100 -> 0..255, a* b* about 128)
+    img = np.clip(np.stack([lab_img[..., 0] * 2.55, lab_img[..., 1] * 2.55 + 128.0,
+                            lab_img[..., 2] * 2.55 + 128.0], -1), 0, 255)
+    ws = cv2.watershed(np.ascontiguousarray(img.astype(np.uint8)), markers)
+    # a watershed line pixel (-1) next to one lobe only is that lobe's outline; one
+    # between two lobes is on the seam and belongs to neither
+    inside = crop.astype(bool)
+    owner = np.where(inside & (ws > 0) & (ws != outside), ws, 0)
+    line = inside & (ws == -1)
+    near = [cv2.dilate((owner == k).astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+            for k in range(1, len(cores) + 1)]
+    count = np.sum(near, axis=0)
+    for k, around in enumerate(near, 1):
+        owner[line & around & (count == 1)] = k
+    seed = (sy - by0, sx - bx0)
+    if not (0 <= seed[0] < crop.shape[0] and 0 <= seed[1] < crop.shape[1]):
+        return piece
+    seed_k = int(owner[seed])
+    if seed_k == 0:
+        # the seed lies on the seam: the lobe that owns most of its neighbourhood
+        votes = owner[max(0, seed[0] - 2):seed[0] + 3, max(0, seed[1] - 2):seed[1] + 3]
+        votes = votes[votes > 0]
+        if votes.size == 0:
+            return piece
+        seed_k = int(np.bincount(votes).argmax())
+        owner[seed] = seed_k
+    # the part of the seed's lobe connected to the seed (drops slivers cut off by the split)
+    _, parts = cv2.connectedComponents((owner == seed_k).astype(np.uint8), connectivity=4)
+    lobe = parts == parts[seed]
+    if lobe.sum() < p.min_region_px:
+        return piece
+    out = np.zeros_like(piece)
+    out[by0:by1, bx0:bx1] = lobe
+    return out

@@ -1,0 +1,120 @@
+"""Region growing separates objects that touch, on real rendered LIBERO scenes.
+
+libero_spatial/0 (official state 11) with objects moved by the simulator until they
+touch: a bowl resting on the plate, a bowl pressed against the ramekin, and two bowls
+pressed together (same colour). Each click must give the clicked object's region
+(scored by IoU with the simulator's segmentation of that object, used only here) and
+its measurements; for the bowl on the plate, the bowl-to-plate offset must match the
+simulator's truth.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from captain_backends.core.driver import HEAD_CAMERA
+from captain_harness.core.api import RobotAPI
+from captain_perception.core.primitives import Perception
+
+pytestmark = pytest.mark.sim
+
+BOWL_1, BOWL_2, PLATE, RAMEKIN = ("akita_black_bowl_1", "akita_black_bowl_2", "plate_1",
+                                  "glazed_rim_porcelain_ramekin_1")
+
+
+@pytest.fixture(scope="module")
+def libero():
+    from captain_backends.core.libero.driver import LiberoDriver
+    from captain_perception.groundtruth import SimTruth
+
+    driver = LiberoDriver(task="libero_spatial/0", init_state=11)
+    driver.configure()
+    truth = SimTruth.from_libero(driver, include_fixtures=True)
+    yield driver, truth
+    truth.close()
+    driver.shutdown()
+
+
+def _scene(libero, tmp_path, arrange):
+    import _touching_scenes as ts
+
+    driver, truth = libero
+    driver.reset(init_state=11)
+    arrange(ts, driver)
+    perception = Perception(driver, tmp_path)
+    api = RobotAPI()
+    api.register_object(perception)
+    handle = api.call("observe").result["value"]["observation_handle"]
+    return api, perception, handle, truth.segmentation(HEAD_CAMERA)
+
+
+def _centre_pixel(mask: np.ndarray) -> tuple[int, int]:
+    inner = cv2.erode(mask.astype(np.uint8), np.ones((7, 7), np.uint8)).astype(bool)
+    ys, xs = np.nonzero(inner)
+    k = int(np.argmin((xs - xs.mean()) ** 2 + (ys - ys.mean()) ** 2))
+    return int(xs[k]), int(ys[k])
+
+
+def _click(api, perception, handle, truth, seg, name):
+    """mark_point(granularity="object") in the middle of an object's visible pixels."""
+    mask = truth.object_mask(seg, name)
+    assert mask.sum() > 400, f"{name} is hardly visible"
+    x, y = _centre_pixel(mask)
+    out = api.call("mark_point", (handle, HEAD_CAMERA, (x + 0.5) / 512, (y + 0.5) / 512),
+                   {"label": name, "granularity": "object"}).result
+    assert out["success"], out["message"]
+    det = out["value"]["detection_id"]
+    region = perception.store.detection(det).mask.full()
+    iou = (region & mask).sum() / (region | mask).sum()
+    return det, region, float(iou)
+
+
+def _check_object(api, truth, det, name, iou):
+    assert iou > 0.85, f"{name}: IoU {iou:.3f} with its true pixels"
+    geo = api.call("measure_object_geometry", (det,)).result
+    assert geo["success"], geo["message"]
+    obj, true = geo["value"]["object"], truth.object_truth(name)
+    assert np.linalg.norm(np.array(obj["center_m"]) - true.center_m) < 0.01, name
+    assert abs(obj["footprint"]["radius_m"] - true.radius_m) < 0.01, name
+    assert abs(obj["top_z_m"] - true.top_z_m) < 0.01, name
+
+
+def test_bowl_resting_on_the_plate(libero, tmp_path):
+    import _touching_scenes as ts
+
+    api, perception, handle, seg = _scene(libero, tmp_path, lambda t, d: t.put_on(d, BOWL_1, PLATE))
+    driver, truth = libero
+    assert ts.touching(driver, BOWL_1, PLATE)
+    bowl, bowl_region, bowl_iou = _click(api, perception, handle, truth, seg, BOWL_1)
+    plate, plate_region, plate_iou = _click(api, perception, handle, truth, seg, PLATE)
+    assert not (bowl_region & plate_region).any()
+    _check_object(api, truth, bowl, BOWL_1, bowl_iou)
+    _check_object(api, truth, plate, PLATE, plate_iou)
+    out = api.call("measure_object_geometry", (bowl, plate)).result
+    assert out["success"], out["message"]
+    v = out["value"]
+    true = truth.object_truth(BOWL_1).center_m[:2] - truth.object_truth(PLATE).center_m[:2]
+    np.testing.assert_allclose(v["object_to_destination_xy_offset_m"], true, atol=0.01)
+    # the bowl sits above the plate's surface, not on the table
+    assert v["object"]["bottom_z_m"] > truth.object_truth(PLATE).bottom_z_m + 0.003
+
+
+@pytest.mark.parametrize(("name", "other"), [(BOWL_2, RAMEKIN), (BOWL_1, BOWL_2)])
+def test_objects_pressed_side_by_side(libero, tmp_path, name, other):
+    import _touching_scenes as ts
+
+    direction = (0.0, 1.0) if other == RAMEKIN else (1.0, 0.0)
+    api, perception, handle, seg = _scene(
+        libero, tmp_path, lambda t, d: t.put_beside(d, name, other, direction, 0.15))
+    driver, truth = libero
+    assert ts.touching(driver, name, other)
+    a, a_region, a_iou = _click(api, perception, handle, truth, seg, name)
+    b, b_region, b_iou = _click(api, perception, handle, truth, seg, other)
+    assert (a_region & b_region).sum() < 0.02 * min(a_region.sum(), b_region.sum())
+    _check_object(api, truth, a, name, a_iou)
+    _check_object(api, truth, b, other, b_iou)
+    out = api.call("measure_object_geometry", (a, b)).result["value"]
+    true = truth.object_truth(name).center_m[:2] - truth.object_truth(other).center_m[:2]
+    np.testing.assert_allclose(out["object_to_destination_xy_offset_m"], true, atol=0.01)
