@@ -1,6 +1,6 @@
-"""What the teacher knows about LIBERO's objects: how to grasp each kind, how far it
-hangs below the grasp, and where the parts of fixtures (drawer handles, the stove knob,
-the microwave door) are.
+"""What the teacher knows about the objects of LIBERO and of the MuJoCo tabletop: how to
+grasp each kind, how far it hangs below the grasp, and where the parts of fixtures (drawer
+handles, the stove knob, the microwave door) are.
 
 These are the teacher's own choices, written as numbers in its code the way a careful
 person would after one look at the object (grip 2.3 cm below the rim, release 3 cm above
@@ -30,6 +30,8 @@ class GraspSpec:
         rim_inset_m: for ``rim``: how far inside the measured footprint radius the TCP is.
         jaw_across_short_side: for ``center``: close the jaws across the shorter
             horizontal side of the measured footprint (False: along the base y axis).
+        jaw_square_to_sides: for ``center``: turn the jaws square to the sides of a
+            square footprint (a cube), the one of the four turns nearest the base y axis.
         hang_m: how far the object reaches below the TCP once lifted (for clearances).
         release_above_m: height of the object's bottom above the destination's top at
             release.
@@ -42,6 +44,7 @@ class GraspSpec:
     depth_below_top_m: float
     rim_inset_m: float = 0.0
     jaw_across_short_side: bool = True
+    jaw_square_to_sides: bool = False
     hang_m: float = 0.05
     release_above_m: float = 0.02
     approach_above_m: float = 0.08
@@ -96,6 +99,8 @@ GRASPS: dict[str, GraspSpec] = {
     "moka_pot": GraspSpec("moka_pot", "body", depth_below_top_m=0.022, hang_m=0.11, release_above_m=0.015),
     "book": GraspSpec("book", "center", depth_below_top_m=0.025, hang_m=0.10, release_above_m=0.02),
     "plate": GraspSpec("plate", "rim", depth_below_top_m=0.008, rim_inset_m=0.01, hang_m=0.01),
+    "cube": GraspSpec("cube", "center", depth_below_top_m=0.02, jaw_across_short_side=False,
+                      jaw_square_to_sides=True, hang_m=0.02, release_above_m=0.015, descend_speed_m_s=0.03),
 }
 
 #: Kinds that are only ever destinations or fixtures.
@@ -103,8 +108,11 @@ FIXTURE_KINDS = frozenset({"drawer_cabinet", "stove", "microwave", "wine_rack", 
 
 
 def kind_of(name: str) -> str:
-    """The kind of a LIBERO object or fixture name (``"akita_black_bowl_1"`` -> ``"bowl"``);
+    """The kind of a LIBERO object or fixture name (``"akita_black_bowl_1"`` -> ``"bowl"``)
+    or of a tabletop object (``"red_cube"`` -> ``"cube"``, ``"plate"`` -> ``"plate"``);
     ``"object"`` when unknown."""
+    if name.endswith("_cube"):
+        return "cube"
     best = ""
     for prefix in KIND_BY_PREFIX:
         if name.startswith(prefix) and len(prefix) > len(best):

@@ -44,6 +44,13 @@ SHAPES: dict[str, tuple[tuple[float, float, float], tuple[float, float, float], 
     "microwave": ((-0.012, -0.117, 0.094), (0.185, 0.228, 0.094), True),
     "wine_rack": ((0.0, 0.003, 0.163), (0.134, 0.127, 0.165), True),
     "caddy": ((0.0, 0.0, 0.085), (0.075, 0.217, 0.083), True),
+    "cube": ((0.0, 0.0, 0.0), (0.02, 0.02, 0.02), True),  # the tabletop's cubes: origin at the centre
+}
+#: Boxes of single objects whose geometry differs from their kind's LIBERO model: the
+#: MuJoCo tabletop names its objects without an index (``plate``, ``red_cube``), and its
+#: plate is a flat cylinder of radius 8 cm with its origin at its centre.
+SHAPES_BY_NAME: dict[str, tuple[tuple[float, float, float], tuple[float, float, float], bool]] = {
+    "plate": ((0.0, 0.0, 0.0), (0.08, 0.08, 0.006), True),
 }
 DEFAULT_SHAPE = ((0.0, 0.0, 0.03), (0.04, 0.04, 0.03), True)
 #: Kinds whose inside a click should avoid.
@@ -218,7 +225,7 @@ class SceneView:
     def box(self, name: str) -> Box:
         """Approximate box of an object in the base frame."""
         if name not in self._boxes:
-            offset, half, turns = SHAPES.get(kind_of(name), DEFAULT_SHAPE)
+            offset, half, turns = SHAPES_BY_NAME.get(name) or SHAPES.get(kind_of(name), DEFAULT_SHAPE)
             yaw = self.yaw(name) if turns else 0.0
             center = self.position(name) + rot_z(yaw) @ np.asarray(offset)
             self._boxes[name] = Box(center, np.asarray(half, dtype=float), yaw)

@@ -51,6 +51,15 @@ REGION_HALF_XY_M: dict[str, tuple[float, float]] = {
 REGION_AIM_SHIFT_M: dict[str, tuple[float, float, float]] = {
     "back_contain_region": (0.0, 0.02, 0.0),
 }
+#: Half sizes (x, y) of the area an object's centre must end over, per destination object
+#: whose rule is not LIBERO's 3 cm (m): the MuJoCo tabletop's ``On`` asks for the centre
+#: over the plate's 8 cm radius or within a cube's half size.
+OBJECT_HALF_XY_M: dict[str, tuple[float, float]] = {
+    "plate": (0.08, 0.08),
+    "red_cube": (0.02, 0.02),
+    "blue_cube": (0.02, 0.02),
+    "green_cube": (0.02, 0.02),
+}
 #: A region narrower than this (half width, m) is a slot: a flat object goes in with its
 #: thin side across it.
 SLOT_HALF_WIDTH_M = 0.035
@@ -174,11 +183,12 @@ class Destination:
         return drawer_for_region(scene, self.goal_arg) is not None
 
     def half_xy_m(self) -> tuple[float, float]:
-        """Half size of the aim area: a region's, or the 3 cm LIBERO allows on an object."""
+        """Half size of the aim area: a region's, or the 3 cm LIBERO allows on an object
+        (the tabletop's own rule for its objects, ``OBJECT_HALF_XY_M``)."""
         if self.spot_m is not None:
             return (0.05, 0.05)
         if not self.region:
-            return (0.03, 0.03)
+            return OBJECT_HALF_XY_M.get(self.goal_arg, (0.03, 0.03))
         return REGION_HALF_XY_M.get(self.region_key(), (0.03, 0.03))
 
 

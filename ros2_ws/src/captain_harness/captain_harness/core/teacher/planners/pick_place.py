@@ -32,7 +32,8 @@ from captain_harness.core.teacher.scene import Box, rot_z
 _SHORT = {"bowl": "bowl", "plate": "plate", "ramekin": "ramekin", "mug": "mug", "can": "can",
           "flat_box": "box", "bottle": "bottle", "carton": "carton", "wine_bottle": "bottle",
           "moka_pot": "pot", "book": "book", "basket": "basket", "stove": "stove",
-          "drawer_cabinet": "cabinet", "microwave": "microwave", "wine_rack": "rack", "caddy": "caddy"}
+          "drawer_cabinet": "cabinet", "microwave": "microwave", "wine_rack": "rack", "caddy": "caddy",
+          "cube": "cube"}
 _WORDS_BY_PREFIX = {"alphabet_soup": "soup", "tomato_sauce": "sauce", "cream_cheese": "cheese",
                     "butter": "butter", "chocolate_pudding": "pudding", "bbq_sauce": "bbq", "ketchup": "ketchup",
                     "salad_dressing": "dressing", "milk": "milk", "orange_juice": "juice",
@@ -40,7 +41,7 @@ _WORDS_BY_PREFIX = {"alphabet_soup": "soup", "tomato_sauce": "sauce", "cream_che
 #: Expected footprint radius per kind (m), to notice a measurement that took in too much.
 EXPECTED_RADIUS_M = {"bowl": 0.054, "ramekin": 0.045, "plate": 0.069, "can": 0.032, "flat_box": 0.047,
                      "bottle": 0.032, "carton": 0.038, "wine_bottle": 0.022, "mug": 0.06, "moka_pot": 0.08,
-                     "book": 0.07}
+                     "book": 0.07, "cube": 0.028}
 TOP_DOWN = np.array([0.0, 2**-0.5, 2**-0.5, 0.0])
 #: Into a narrow compartment the held object's bottom is released this far below the
 #: destination's measured top (inside its walls, so it cannot topple over them), m.
@@ -103,6 +104,8 @@ class Grasp:
     inset_m: float
     blockers: tuple[str, ...] = ()
     note: str = ""
+    #: the code defines ``square`` (the measured yaw folded into a quarter turn) first
+    square_from_measurement: bool = False
 
 
 def _center_grasp(ctx: TeacherContext, obj: str, spec: GraspSpec, attempt: int) -> Grasp:
@@ -114,6 +117,8 @@ def _center_grasp(ctx: TeacherContext, obj: str, spec: GraspSpec, attempt: int) 
     tcp = np.array([box.center_m[0], box.center_m[1], max(box.top_z_m - depth, box.bottom_z_m + 0.016)])
     hx, hy = float(box.half_m[0]), float(box.half_m[1])
     elongated = max(hx, hy) > 1.25 * min(hx, hy)
+    if spec.jaw_square_to_sides:
+        return _square_grasp(ctx, obj, tcp, depth)
     if spec.jaw_across_short_side and elongated:
         long_dir = box.yaw_rad + (0.0 if hx >= hy else math.pi / 2)
         deltas = [0.0, 0.2, -0.2, 0.35, -0.35]
@@ -138,6 +143,40 @@ def _center_grasp(ctx: TeacherContext, obj: str, spec: GraspSpec, attempt: int) 
         if not first_blockers:
             first_blockers = tuple(blocked)
     return Grasp(None, base_code or "0.0", _wrap_jaw(base), depth, 0.0, blockers=first_blockers)
+
+
+def _square_grasp(ctx: TeacherContext, obj: str, tcp: np.ndarray, depth: float) -> Grasp:
+    """A centred grasp on a square footprint (a cube): the jaws square to its sides, the
+    turn nearest the base y axis, read from the measured yaw when that agrees with the
+    object (else written as a number); a quarter turn or a small tilt when the hand would
+    touch a neighbour."""
+    scene = ctx.scene
+    square = _wrap_quarter(scene.box(obj).yaw_rad)
+    printed = _printed(ctx, short_name(obj))
+    measured = None
+    if printed is not None and isinstance(printed.get("yaw"), (int, float)):
+        measured = _wrap_quarter(float(printed["yaw"]))
+    from_measurement = measured is not None and abs(_wrap_quarter(measured - square)) < math.radians(8.0)
+    first_blockers: tuple[str, ...] = ()
+    for delta in (0.0, math.pi / 2, 0.25, -0.25, math.pi / 2 + 0.25, math.pi / 2 - 0.25):
+        jaw = _wrap_jaw(square + delta)
+        blocked = hand_blockers(scene, tcp, jaw, [obj])
+        if blocked:
+            first_blockers = first_blockers or tuple(blocked)
+            continue
+        if from_measurement:
+            code = "square" if delta == 0.0 else f"square + {num(delta, 3)}"
+        else:
+            code = num(jaw, 3)
+        note = ", the jaws square to its sides" + ("" if delta in (0.0, math.pi / 2) else
+                                                    ", turned a little so the hand stays clear of its neighbours")
+        return Grasp(None, code, jaw, depth, 0.0, note=note, square_from_measurement=from_measurement)
+    return Grasp(None, num(square, 3), square, depth, 0.0, blockers=first_blockers)
+
+
+def _wrap_quarter(angle: float) -> float:
+    """An angle folded into [-pi/4, pi/4) (a square looks the same every quarter turn)."""
+    return (angle + math.pi / 4) % (math.pi / 2) - math.pi / 4
 
 
 def _wrap_jaw(angle: float) -> float:
@@ -205,7 +244,7 @@ def choose_grasp(ctx: TeacherContext, obj: str, spec: GraspSpec, attempt: int,
 
 
 # ---------------------------------------------------------------------- measuring
-def _measurement_problem(ctx: TeacherContext, name: str, printed: Any) -> str | None:
+def measurement_problem(ctx: TeacherContext, name: str, printed: Any) -> str | None:
     """Why a printed measurement of an object looks wrong (host check), or None."""
     if not isinstance(printed, dict) or "center" not in printed:
         return "the measurement did not come back"
@@ -248,13 +287,13 @@ def ground_and_measure(ctx: TeacherContext, obj: str, dest: Destination, ov: str
         lines.append(f'o = g["object"]\np_spot = np.array({dv}["position_m"])\n'
                      'd = {"center_m": p_spot, "center_xy_m": p_spot[:2], "top_z_m": p_spot[2], '
                      '"bottom_z_m": p_spot[2]}')
-        lines.append(_print_geometry(ov, "o", with_yaw=True))
+        lines.append(print_geometry(ov, "o", with_yaw=True))
         lines.append('print("spot:", [round(x, 4) for x in p_spot])')
     else:
         lines.append(cells.measure("g", ov, dv))
         lines.append('o, d = g["object"], g["destination"]')
-        lines.append(_print_geometry(ov, "o", with_yaw=True))
-        lines.append(_print_geometry(dv, "d"))
+        lines.append(print_geometry(ov, "o", with_yaw=True))
+        lines.append(print_geometry(dv, "d"))
         lines.append('print("offset:", [round(x, 4) for x in g["object_to_destination_xy_offset_m"]])')
     cam_words = "head" if camera == HEAD else "wrist"
     fb = yield Step(reasoning + f" I'll click both in the {cam_words} image and measure them together.",
@@ -263,20 +302,23 @@ def ground_and_measure(ctx: TeacherContext, obj: str, dest: Destination, ov: str
     for name, var, key in ((obj, ov, "o"), (dest.click, dv, "d")):
         if name == dest.click and (dest.region or dest.spot_m is not None):
             continue
-        problem = _measurement_problem(ctx, name, printed.get(var))
+        problem = measurement_problem(ctx, name, printed.get(var))
         if problem is None:
             continue
         fb = yield from remeasure_from_above(ctx, name, var, key, problem)
     return fb
 
 
-def _print_geometry(var: str, key: str, with_yaw: bool = False) -> str:
+def print_geometry(var: str, key: str, with_yaw: bool = False) -> str:
+    """Source that prints a measured object's centre, top, bottom, radius (and yaw) under ``var``."""
     yaw = f', "yaw": {key}["yaw_rad"]' if with_yaw else ""
     return (f'print("{var}:", {{"center": {key}["center_m"], "top": {key}["top_z_m"], "bottom": {key}["bottom_z_m"], '
             f'"radius": {key}["footprint"]["radius_m"]{yaw}}})')
 
 
 def move_to_view(ctx: TeacherContext, name: str) -> Plan:
+    """Move the hand above an object so the wrist camera looks down on it (a few
+    viewpoints, the first reachable one)."""
     views = [view_pose_above(ctx, name, h, back) for h, back in ((0.22, 0.06), (0.18, 0.12), (0.26, 0.16))]
     ctx.tcp_quaternion = TOP_DOWN.copy()
     options = ", ".join(vec(p) for p in views)
@@ -298,7 +340,7 @@ def remeasure_from_above(ctx: TeacherContext, name: str, var: str, key: str, pro
     _camera, lines = found
     lines.append(cells.measure("gw", var + "_w"))
     lines.append(f'{key} = gw["object"]')
-    lines.append(_print_geometry(var, key, with_yaw=key == "o"))
+    lines.append(print_geometry(var, key, with_yaw=key == "o"))
     fb = yield Step(f"That measurement looks off: {problem}. From above, the wrist camera sees the {label_of(name)} "
                     "on its own; I'll measure it again there and use that.", ["\n".join(lines)])
     return fb
@@ -347,7 +389,7 @@ def grasp_carry_release(ctx: TeacherContext, obj: str, dest: Destination, spec: 
         if ctx.actions_left() < 10 or ctx.requests_left() < 4:
             return
         grasp = choose_grasp(ctx, obj, spec, attempt, dest)
-        fb = yield _grasp_step(ctx, obj, dest, spec, grasp, ov, attempt)
+        fb = yield grasp_step(ctx, obj, dest, spec, grasp, ov, attempt)
         if fb.values.get("held") is True and ctx.held(obj):
             break
         if ctx.failure_done:  # an injected failure: carry on as if the grasp held
@@ -393,12 +435,18 @@ def _grasp_tcp_xy(ctx: TeacherContext) -> np.ndarray:
     return ctx.last_grasp_xy if ctx.last_grasp_xy is not None else ctx.scene.ee_m[:2]
 
 
-def _grasp_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec, grasp: Grasp,
-                ov: str, attempt: int) -> Step:
+def grasp_step(ctx: TeacherContext, obj: str, dest: Destination | None, spec: GraspSpec, grasp: Grasp,
+               ov: str, attempt: int) -> Step:
+    """The request that grasps ``obj`` from its measurement ``o`` and lifts it: clear of
+    the destination ``d`` on the way there, or (``dest`` None: the task only asks for the
+    object to be picked up) well above where it stood."""
     st = ctx.style
     descend = num(spec.descend_speed_m_s * st.descend_speed_scale)
     olab = label_of(obj)
     lines = [f"q = downq({grasp.jaw_code})", 'grasp = np.array(o["center_m"], dtype=float)']
+    if grasp.square_from_measurement:
+        lines.insert(0, 'square = (o["yaw_rad"] + math.pi / 4) % (math.pi / 2) - math.pi / 4  # jaws square to '
+                        "its sides")
     if grasp.side is not None:
         lines.append(f'grasp[:2] += np.array({vec(grasp.side)}) * (o["footprint"]["radius_m"] - '
                      f'{num(grasp.inset_m)})  # on the rim')
@@ -433,7 +481,7 @@ def _grasp_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpe
     lines.append(f'grasp[2] = max(o["top_z_m"] - {num(depth)}, {floor})  # fingertips off the support')
     lines.append('hang = grasp[2] - o["bottom_z_m"]  # how far the object reaches below the fingers')
     hover = spec.approach_above_m + st.hover_m - 0.06
-    if attempt == 0 and dest.spot_m is None and ctx.failure_due("perturbed_grasp"):
+    if attempt == 0 and (dest is None or dest.spot_m is None) and ctx.failure_due("perturbed_grasp"):
         ctx.failure_done = True
         meta = {"injected_failure": "perturbed_grasp", "nosup_reason": "injected_failure"}
         lines.append(f"grasp[:2] += {vec(_beside(ctx, obj, spec, grasp))}")
@@ -461,7 +509,10 @@ def _grasp_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpe
         lines.append(f'ic = robot.inspect_contact_geometry({ov}, grasp.tolist(), q)\n'
                      'print("straddles:", val(ic, "straddles"))')
     lines.append('c = robot.move_to(gripper="close")\nprint("held:", val(c, "held"))')
-    lift_z = _lift_expression(ctx, obj, dest, spec)
+    if dest is None:
+        lift_z = f"grasp[2] + {num(0.08 + st.lift_extra_m)}  # well clear of the table"
+    else:
+        lift_z = _lift_expression(ctx, obj, dest, spec)
     lift = (f'lift = grasp.copy()\nlift[2] = {lift_z}\n'
             f'r = go(lift, q, speed={num(st.carry_speed_m_s * 0.8)}, mode="manipulation")\n'
             'print("lifted:", r["success"])')
@@ -549,8 +600,8 @@ def measure_held(ctx: TeacherContext, obj: str, dest: Destination, ov: str, dv: 
     camera, lines = found
     lines = ['lift_h = np.array(val(robot.get_robot_state(), "end_effector_position_m"))', *lines]
     lines.append(cells.measure("g_h", ov + "_h", dv + "_h"))
-    lines.append(_print_geometry(ov + "_held", 'g_h["object"]', with_yaw=True))
-    lines.append(_print_geometry(dv + "_now", 'g_h["destination"]'))
+    lines.append(print_geometry(ov + "_held", 'g_h["object"]', with_yaw=True))
+    lines.append(print_geometry(dv + "_now", 'g_h["destination"]'))
     why = ("The object may have shifted in the grasp" if shifted else "Before carrying")
     cam = "wrist" if camera == WRIST else "head"
     fb = yield Step(f"{why}: I'll measure the held {label_of(obj)} and the {dest.label} again from the {cam} camera, "

@@ -3,7 +3,8 @@ workable order, run each sub-task's planner, then verify and finish.
 
 Order of sub-tasks: opening drawers (also one that a relation needs open), turning knobs,
 then the relations in the task's order, then closing drawers and doors (after whatever
-goes inside them). Goals already true at the start are skipped. After an injected
+goes inside them), then picking up what must end lifted in the hand (the tabletop's
+``Lifted``). Goals already true at the start are skipped. After an injected
 failure (``style.FAILURES``) the teacher does not notice: it verifies and finishes
 without fixing anything.
 """
@@ -19,6 +20,7 @@ from captain_harness.core.teacher.objects import label_of
 from captain_harness.core.teacher.planners import articulated
 from captain_harness.core.teacher.planners.common import Plan
 from captain_harness.core.teacher.planners.destinations import Destination, destination_for
+from captain_harness.core.teacher.planners.lift import pick_up
 from captain_harness.core.teacher.planners.pick_place import PlanError, pick_and_place
 from captain_harness.core.teacher.planners.verify import Relation, all_goals_met, finish_step, verify_and_finish
 
@@ -66,6 +68,7 @@ def decompose(ctx: TeacherContext) -> list[Subtask]:
     first: list[Subtask] = []
     middle: list[Subtask] = []
     last: list[Subtask] = []
+    lifts: list[Subtask] = []
     for g in goals:
         pred, args = g.predicate, tuple(g.args)
         if pred in RELATIONS and len(args) >= 2:
@@ -79,6 +82,8 @@ def decompose(ctx: TeacherContext) -> list[Subtask]:
             first.append(Subtask(pred, args))
         elif pred == "close":
             last.append(Subtask(pred, args))
+        elif pred == "lifted" and len(args) == 1:
+            lifts.append(Subtask(pred, args))
         else:
             raise PlanError(f"the teacher has no plan for the goal {pred}({', '.join(args)})")
     shared: dict[str, list[int]] = {}
@@ -90,7 +95,7 @@ def decompose(ctx: TeacherContext) -> list[Subtask]:
             for k, i in enumerate(indices):
                 t = middle[i]
                 middle[i] = Subtask(t.kind, t.args, replace(t.dest, share=(k, len(indices))))
-    return first + middle + last
+    return first + middle + last + lifts[:1]  # one hand: one object can end up lifted
 
 
 def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
@@ -100,7 +105,9 @@ def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
         raise PlanError("the task lists no goal predicates the teacher can plan for")
     subtasks = decompose(ctx)
     relations = [Relation(t.args[0], t.dest) for t in subtasks if t.kind == "place" and t.dest is not None]
-    others = [f"the {label_of(t.args[0])} ({t.kind})" for t in subtasks if t.kind not in ("place", "open_for", "clear")]
+    others = [f"the {label_of(t.args[0])} ({t.kind})" for t in subtasks
+              if t.kind not in ("place", "open_for", "clear", "lifted")]
+    held = [t.args[0] for t in subtasks if t.kind == "lifted"]
     done_any = False
     for t in subtasks:
         if t.satisfied(ctx):
@@ -110,7 +117,7 @@ def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
     fixes = 0
     finishes = 0
     while True:
-        yield from verify_and_finish(ctx, relations, others)
+        yield from verify_and_finish(ctx, relations, others, held)
         # still here: finish() was not called, or it was rejected
         if all_goals_met(ctx) or ctx.failure_done:  # an injected failure goes unnoticed
             while finishes < 3:
@@ -144,5 +151,7 @@ def run_subtask(ctx: TeacherContext, t: Subtask, first: bool) -> Plan:
         yield from articulated.drawer_or_door(ctx, t.kind, t.args[0])
     elif t.kind in ("turnon", "turnoff"):
         yield from articulated.knob(ctx, t.kind, t.args[0])
+    elif t.kind == "lifted":
+        yield from pick_up(ctx, t.args[0], first=first)
     else:
         raise PlanError(f"no planner for {t.kind}")

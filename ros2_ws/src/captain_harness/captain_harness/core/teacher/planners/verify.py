@@ -26,12 +26,15 @@ class Relation:
     dest: Destination
 
 
-def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], others: Sequence[str]) -> Plan:
+def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], others: Sequence[str],
+                      held: Sequence[str] = ()) -> Plan:
     """Observe, measure each relation, print the numbers; finish when they are in tolerance.
 
     Args:
         relations: relation goals, in order.
         others: words for non-relation goals (articulated parts), checked by looking.
+        held: objects that must end lifted in the hand, checked by looking and by the
+            gripper's ``held`` flag.
     """
     done = all_goals_met(ctx) or ctx.failure_done  # an injected failure goes unnoticed
     targets = []
@@ -70,9 +73,13 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], others
         lines.append(cells.measure(var, ov, dv))
         lines.append(f'print("{label_of(rel.obj)} -> {rel.dest.label}:", round({var}["xy_distance_m"], 4), '
                      f'{var}["resting_height_consistent"])')
-    within = " and ".join(f'{v}["xy_distance_m"] <= {num(XY_TOLERANCE_M)} and {v}["resting_height_consistent"]'
-                          for v in names) or "True"
-    words = ", ".join([f"the {label_of(r.obj)} against the {r.dest.label}" for _, _, r in pairs] + list(others))
+    checks = [f'{v}["xy_distance_m"] <= {num(XY_TOLERANCE_M)} and {v}["resting_height_consistent"]' for v in names]
+    if held:
+        lines.append('hs = robot.gripper_state()\nprint("held:", val(hs, "held"))')
+        checks.append('bool(val(hs, "held"))')
+    within = " and ".join(checks) or "True"
+    words = ", ".join([f"the {label_of(r.obj)} against the {r.dest.label}" for _, _, r in pairs] + list(others)
+                      + [f"the {label_of(n)} still held up in the jaws" for n in held])
     if done and ctx.style.finish_inline:
         lines.append(f"ok = {within}\nprint(\"within tolerance:\", ok)")
         lines.append('if ok:\n    print(robot.finish()["message"])')
