@@ -19,12 +19,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def tolerant_xr1_overlay(directory: Path, stale_state_timeout_s: float = 2.0) -> Path:
+def tolerant_xr1_overlay(directory: Path, stale_timeout_s: float = 2.0) -> Path:
     """A parameter overlay (``captain bringup --params-file``) that loosens the XR1 driver's
-    joint-state staleness limit. Staleness has its own test against the fake hardware; stack
-    tests use this so a loaded CI machine does not trip the limit while the arm moves."""
+    joint-state and wrench staleness limits. Staleness has its own test against the fake
+    hardware; stack tests use this so a loaded CI machine does not trip them while the arm moves."""
     path = directory / "tolerant_xr1.yaml"
-    options = json.dumps({"safety": {"stale_state_timeout_s": stale_state_timeout_s}})
+    limits = {"stale_state_timeout_s": stale_timeout_s, "stale_wrench_timeout_s": stale_timeout_s}
+    options = json.dumps({"safety": limits})
     path.write_text(f"/**/harness:\n  ros__parameters:\n    driver_options_json: '{options}'\n")
     return path
 

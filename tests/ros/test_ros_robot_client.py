@@ -44,7 +44,9 @@ CALLS = [
 def stack(tmp_path_factory: pytest.TempPathFactory):
     records = tmp_path_factory.mktemp("records")
     with isolated_domain():
+        # sim_speed: the mock arm moves at 5x real time, so a slow sweep lasts long enough to cancel
         stack = Stack("sim", "--param", "harness.driver=mock", "--param", "harness.camera_rate_hz=0.0",
+                      "--param", "harness.sim_speed=5.0",
                       "--param", "episode_runner.isolation=none", "--param", f"episode_runner.records_dir={records}",
                       ready_timeout_s=120.0)
         try:
@@ -196,7 +198,7 @@ def test_cancelling_an_episode_holds_the_arm_and_ends_it(stack, tmp_path: Path) 
     from captain_harness.core.episode.policy.replay import ReplayPolicy
     from captain_interfaces.action import RunEpisode
 
-    # a recorded episode (rows.jsonl) whose first cell starts a long, slow sweep (~80 s)
+    # a recorded episode (rows.jsonl) whose first cell starts a long, slow sweep (~80 s simulated, ~17 s at 5x)
     rows = tmp_path / "rows.jsonl"
     replies = ReplayPolicy.from_cells(["robot.move_to([0.4572, 0.25, 0.099], speed=0.003)",
                                        "robot.get_robot_state()"])

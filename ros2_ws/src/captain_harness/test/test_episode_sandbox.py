@@ -34,8 +34,10 @@ class Host:
 
 
 def make_session(tmp_path: Path, **overrides) -> SandboxSession:
-    cfg = SandboxConfig(session_workspace="/data/captain/episodes/test/workspace", interrupt_grace_s=1.0,
-                        log_path=tmp_path / "session.log", **overrides)
+    # a grace that a loaded machine still meets (a cell interrupted in time must not be restarted)
+    settings = {"interrupt_grace_s": 2.5, **overrides}
+    cfg = SandboxConfig(session_workspace="/data/captain/episodes/test/workspace",
+                        log_path=tmp_path / "session.log", **settings)
     session = SandboxSession(tmp_path / "workspace", SPECS, cfg)
     session.start()
     return session
@@ -126,7 +128,7 @@ def test_crashed_session_restarts_with_a_reason(tmp_path: Path) -> None:
 
 
 def test_cell_that_ignores_the_interrupt_is_killed_and_replaced(tmp_path: Path) -> None:
-    s = make_session(tmp_path, cpu_s=2)
+    s = make_session(tmp_path, cpu_s=3, interrupt_grace_s=1.0)  # the grace ends before the CPU limit
     try:
         r = run(
             s,

@@ -90,7 +90,7 @@ class HarnessNode(Node):
         p = self.params
         self.host = RobotHost(HostSettings(
             driver=p["driver"], task=p["task"], init_state=p["init_state"], seed=p["seed"],
-            image_size_px=p["image_size_px"], driver_config_path=p["driver_config_path"],
+            image_size_px=p["image_size_px"], driver_config_path=p["driver_config_path"], sim_speed=p["sim_speed"],
             driver_options=_json_object(p["driver_options_json"], "driver_options_json"),
             namespace=self.get_namespace(), workspace_dir=p["workspace_dir"] or None,
             motion=motion_config(p)))

@@ -30,6 +30,9 @@ BASE: tuple[ParamSpec, ...] = (
     ParamSpec("seed", int, -1, "layout seed; -1: the driver's default", min_value=-1, max_value=2**31 - 1),
     ParamSpec("image_size_px", int, 512, "square camera image size of simulated drivers", unit="px",
               min_value=64, max_value=2048),
+    ParamSpec("sim_speed", float, 0.0,
+              "simulated drivers run at most this many times real time (1.0: real time, for watching "
+              "in RViz or Foxglove; 0: as fast as they can)", unit="x", min_value=0.0, max_value=1000.0),
     ParamSpec("driver_config_path", str, "",
               "configuration file of a real-robot driver (xr1: its YAML; empty: the packaged one)"),
     ParamSpec("driver_options_json", str, "{}",

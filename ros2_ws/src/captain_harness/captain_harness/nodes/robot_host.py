@@ -79,6 +79,7 @@ class HostSettings:
         seed: layout seed (-1: the driver's default).
         image_size_px: camera size of simulated drivers that take ``image_size_px``.
         driver_config_path: configuration file of real-robot drivers (xr1).
+        sim_speed: simulated drivers advance at most this many times real time (0: unpaced).
         driver_options: further constructor options.
         namespace: ROS namespace handed to drivers that open their own ROS node (xr1).
         workspace_dir: where perception writes frames outside episodes (None: a temp dir).
@@ -91,6 +92,7 @@ class HostSettings:
     seed: int = -1
     image_size_px: int = 512
     driver_config_path: str = ""
+    sim_speed: float = 0.0
     driver_options: dict[str, Any] = field(default_factory=dict)
     namespace: str = ""
     workspace_dir: Path | None = None
@@ -131,13 +133,17 @@ class LockedDriver(RobotDriver):
     also run on the host's ``DriverThread`` (renderers are bound to a thread). Other
     attributes are forwarded."""
 
-    def __init__(self, inner: RobotDriver, thread: DriverThread) -> None:
+    def __init__(self, inner: RobotDriver, thread: DriverThread, sim_speed: float = 0.0) -> None:
         super().__init__()
         self.inner = inner
         self.thread = thread
         self.lock = threading.RLock()
         self.simulated = inner.simulated
         self.control_period_s = inner.control_period_s
+        #: a simulated driver advances at most this many times real time (0: unpaced)
+        self.sim_speed = float(sim_speed) if inner.simulated else 0.0
+        self._pace_origin: tuple[float, float] | None = None  # (wall s, driver s) of the pacing reference
+        self._driver_s = 0.0
 
     def __getattr__(self, name: str) -> Any:
         inner = self.__dict__.get("inner")
@@ -191,7 +197,24 @@ class LockedDriver(RobotDriver):
 
     def advance(self, guard: ForceGuard | None = None) -> AdvanceReport:
         with self.lock:
-            return self.inner.advance(guard)
+            report = self.inner.advance(guard)
+        if self.sim_speed > 0.0:
+            self._pace(float(report.duration_s))
+        return report
+
+    def _pace(self, duration_s: float) -> None:
+        """Sleep (outside the lock) so driver time runs at most ``sim_speed`` times the wall
+        clock; after a pause longer than 0.5 s the reference restarts instead of bursting."""
+        now = time.monotonic()
+        self._driver_s += duration_s
+        if self._pace_origin is None:
+            self._pace_origin = (now, self._driver_s - duration_s)
+        wall0, driver0 = self._pace_origin
+        due = wall0 + (self._driver_s - driver0) / self.sim_speed
+        if now - due > 0.5:
+            self._pace_origin = (now, self._driver_s)
+        elif due > now:
+            time.sleep(due - now)
 
     def hold(self) -> JointCommand:
         with self.lock:
@@ -289,7 +312,7 @@ class RobotHost:
         backend's construction: construct, configure, reset, activate, register)."""
         options, extra = self._driver_options(driver_name, task, init_state, seed)
         inner = self.driver_thread.run(_construct, driver_name, options, extra)
-        driver = LockedDriver(inner, self.driver_thread)
+        driver = LockedDriver(inner, self.driver_thread, self.settings.sim_speed)
         try:
             driver.configure()
             info = None

@@ -57,6 +57,9 @@ class RegionParams:
         lobe_ratio: a core counts as a lobe when its inscribed radius is at least this
             fraction of the piece's largest inscribed radius.
         lobe_min_radius_m: smallest inscribed radius of a lobe, metres.
+        lobe_support_tolerance_m: lobes are split apart only when each reaches this close
+            to the piece's lowest point (z, base frame), as bodies standing side by side do;
+            metres.
     """
 
     max_object_size_m: float = 0.45
@@ -71,6 +74,7 @@ class RegionParams:
     split_lobes: bool = True
     lobe_ratio: float = 0.5
     lobe_min_radius_m: float = 0.015
+    lobe_support_tolerance_m: float = 0.012
 
 
 @dataclass(frozen=True)
@@ -321,6 +325,18 @@ def split_lobes(cloud: FrameCloud, piece: np.ndarray, window: tuple[int, int, in
     count = np.sum(near, axis=0)
     for k, around in enumerate(near, 1):
         owner[line & around & (count == 1)] = k
+    # touching bodies each stand on the support: every lobe reaches down to the piece's
+    # lowest level; a lobe that stays above it (a bottle's neck and cap, a handle) is part
+    # of the same object
+    z = cloud.points_base[y0:y0 + crop.shape[0], x0:x0 + crop.shape[1], 2]
+    ok = inside & np.isfinite(z)
+    if not ok.any():
+        return piece
+    lowest = float(z[ok].min())
+    for k in range(1, len(cores) + 1):
+        zk = z[ok & (owner == k)]
+        if zk.size == 0 or float(zk.min()) > lowest + p.lobe_support_tolerance_m:
+            return piece
     seed = (sy - by0, sx - bx0)
     if not (0 <= seed[0] < crop.shape[0] and 0 <= seed[1] < crop.shape[1]):
         return piece
