@@ -250,3 +250,20 @@ def test_fallback_without_namespaces_still_runs_and_reports(tmp_path: Path) -> N
         assert run(s, "import os\nprint(os.getcwd())").stdout == f"{s.workspace}\n"
     finally:
         s.close()
+
+
+def test_timeout_interrupts_even_when_the_host_ignores_sigint(tmp_path: Path) -> None:
+    """A host that ignores SIGINT (as some process managers and nodes do) passes that
+    disposition on to the session it starts; the per-cell timeout must still interrupt."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        s = make_session(tmp_path)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        r = run(s, "import time\nprint('before')\ntime.sleep(30)", timeout_s=0.5)
+        assert r.timed_out and not r.restarted and "KeyboardInterrupt" in r.error
+    finally:
+        s.close()

@@ -362,6 +362,9 @@ def _cpu_limit(signum: int, frame: Any) -> None:
 def main() -> None:
     config = json.loads(sys.argv[1])
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    # SIGINT is the per-cell timeout: it must raise KeyboardInterrupt even when the host
+    # process ignored SIGINT (an ignored disposition is inherited, and Python then keeps it)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     # As PID 1 of its namespace the session ignores signals it has no handler for.
     signal.signal(signal.SIGXCPU, _cpu_limit)
     report = _drop_privileges(config)
