@@ -11,13 +11,12 @@ changed grasp after opening and backing off.
 from __future__ import annotations
 
 from captain_harness.core.teacher import cells
-from captain_harness.core.teacher.cells import num
 from captain_harness.core.teacher.context import HEAD, WRIST, Step, TeacherContext
 from captain_harness.core.teacher.objects import grasp_for, label_of
 from captain_harness.core.teacher.planners.common import Plan, look_and_click, target
 from captain_harness.core.teacher.planners.pick_place import (
-    TOP_DOWN,
     PlanError,
+    back_off_step,
     choose_grasp,
     grasp_step,
     measurement_problem,
@@ -72,13 +71,6 @@ def pick_up(ctx: TeacherContext, obj: str, *, first: bool, retries: int = 2) -> 
             return
         why = (f"The jaws report something held, but the {olab} is not lifting with them."
                if fb.values.get("held") is True else f"The jaws closed on nothing: the {olab} is not held.")
-        lines = ['robot.move_to(gripper="open")',
-                 'r = robot.recover(max_distance_m=0.08, max_duration_s=6.0)',
-                 'if not r["success"]:\n    r = go(np.array(val(robot.get_robot_state(), "end_effector_position_m")) '
-                 '+ [0, 0, 0.08], q, speed=0.05)',
-                 f"r = go(home, downq(0.0), speed={num(ctx.style.approach_speed_m_s)})"]
-        ctx.tcp_quaternion = TOP_DOWN.copy()
-        yield Step(why + " I'll open, back off along the path with recover() and look again before another try.",
-                   ["\n".join(lines)], meta={"recovery": "empty_grasp"})
+        yield back_off_step(ctx, why)
         yield from ground_and_measure_alone(
             ctx, obj, ov, f"Grasp attempt {attempt + 1}: re-grounding the {olab} in a fresh image.")

@@ -720,19 +720,25 @@ def _open_and_back_off(ctx: TeacherContext, why: str) -> Step:
                 meta={"recovery": "reopen"})
 
 
-def _regrasp(ctx: TeacherContext, obj: str, dest: Destination, ov: str, dv: str, attempt: int) -> Plan:
-    """After an empty grasp (or a guarded stop): open, back off, look and measure again."""
-    stopped = ctx.fb is not None and ctx.fb.receipt_failed("move_to")
-    why = ("The descent stopped early on contact and the jaws did not get the "
-           f"{label_of(obj)}." if stopped else f"The jaws closed on nothing: the {label_of(obj)} is not held.")
+def back_off_step(ctx: TeacherContext, why: str) -> Step:
+    """The recovery request after a failed grasp: open, back off along the path with
+    recover() (or straight up), and return home to look again; ``why`` opens its reasoning."""
     lines = ['robot.move_to(gripper="open")',
              'r = robot.recover(max_distance_m=0.08, max_duration_s=6.0)',
              'if not r["success"]:\n    r = go(np.array(val(robot.get_robot_state(), "end_effector_position_m")) '
              '+ [0, 0, 0.08], q, speed=0.05)',
              f"r = go(home, downq(0.0), speed={num(ctx.style.approach_speed_m_s)})"]
     ctx.tcp_quaternion = TOP_DOWN.copy()
-    yield Step(why + " I'll open, back off along the path with recover() and look again before another try.",
-               ["\n".join(lines)], meta={"recovery": "empty_grasp"})
+    return Step(why + " I'll open, back off along the path with recover() and look again before another try.",
+                ["\n".join(lines)], meta={"recovery": "empty_grasp"})
+
+
+def _regrasp(ctx: TeacherContext, obj: str, dest: Destination, ov: str, dv: str, attempt: int) -> Plan:
+    """After an empty grasp (or a guarded stop): open, back off, look and measure again."""
+    stopped = ctx.fb is not None and ctx.fb.receipt_failed("move_to")
+    why = ("The descent stopped early on contact and the jaws did not get the "
+           f"{label_of(obj)}." if stopped else f"The jaws closed on nothing: the {label_of(obj)} is not held.")
+    yield back_off_step(ctx, why)
     reason = f"Grasp attempt {attempt + 1}: re-grounding the {label_of(obj)} and the {dest.label} in a fresh image."
     fb = yield from ground_and_measure(ctx, obj, dest, ov, dv, reason)
     return fb
