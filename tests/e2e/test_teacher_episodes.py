@@ -37,6 +37,7 @@ TASK_TYPES = [
     ("libero_goal/4", 14, "place on top of a cabinet"),
     ("libero_goal/0", 11, "open a drawer"),
     ("libero_goal/7", 11, "turn on the stove"),
+    ("libero_goal/9", 13, "lay a bottle along the rack's tilted shelf"),
     ("libero_goal/3", 11, "open a drawer, clear the way, put a bowl inside"),
     ("libero_10/2", 11, "two steps: turn on the stove, put the moka pot on it"),
     ("libero_10/0", 11, "two steps: two objects into one basket"),

@@ -14,6 +14,7 @@ import pytest
 from captain_harness.core.geometry import quat_to_matrix
 from captain_harness.core.teacher.library import HELPER_NAMES, HELPERS_SOURCE
 from captain_harness.core.teacher.planners.articulated import PUSH_TILT_RAD, TOP_DOWN, pushing_quat, side_quat
+from captain_harness.core.teacher.planners.lay import lay_quaternion
 from captain_harness.core.teacher.scene import Box, CameraModel, open_box
 from captain_perception.core.backproject import backproject, normalised_to_pixel
 
@@ -120,3 +121,16 @@ def test_pushing_hand_keeps_the_jaws_along_the_bar_and_tips_the_fingers_into_the
     assert np.isclose(float(np.dot(fingers, -p)), math.sin(PUSH_TILT_RAD))  # ... and into the cabinet
     # the palm (above the fingertips, along -fingers) leans back toward the robot
     assert float(np.dot(-fingers, p)) > 0.5
+
+
+@pytest.mark.parametrize("heading", [0.0, 0.7, -2.0, math.pi])
+@pytest.mark.parametrize("tilt", [0.0, math.radians(35.0), math.pi / 2])
+def test_laying_hand_points_along_the_groove_below_level_with_level_jaws(heading: float, tilt: float) -> None:
+    R = quat_to_matrix(lay_quaternion(np.array([math.cos(heading), math.sin(heading)]), tilt))
+    assert np.isclose(np.linalg.det(R), 1.0)
+    jaw, fingers = R[:, 0], R[:, 2]
+    expected = np.array([math.cos(heading) * math.cos(tilt), math.sin(heading) * math.cos(tilt), -math.sin(tilt)])
+    assert np.allclose(fingers, expected, atol=1e-9)  # the held bottle (along the fingers) lies along the groove
+    assert abs(jaw[2]) < 1e-9  # the jaws close horizontally, across it
+    if tilt == math.pi / 2 and heading == 0.0:  # pointing straight down along +x is the top-down grasp
+        assert np.allclose(R, quat_to_matrix(TOP_DOWN), atol=1e-9)

@@ -13,7 +13,7 @@ the grasp is measured again while held; a release off target is picked up again.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from captain_harness.core.teacher.fixtures import open_drawer_walls
 from captain_harness.core.teacher.objects import GraspSpec, grasp_for, kind_of, label_of
 from captain_harness.core.teacher.planners.common import Plan, look_and_click, spot_target, target, view_pose_above
 from captain_harness.core.teacher.planners.destinations import Destination, spot_destination
+from captain_harness.core.teacher.planners.lay import groove_for, lay_step
 from captain_harness.core.teacher.scene import Box, rot_z
 
 #: Short session variable names per kind of object.
@@ -350,6 +351,9 @@ def remeasure_from_above(ctx: TeacherContext, name: str, var: str, key: str, pro
 def pick_and_place(ctx: TeacherContext, obj: str, dest: Destination, *, first: bool) -> Plan:
     """The whole pick-and-place of one object (see the module docstring)."""
     spec = grasp_for(obj)
+    groove = groove_for(dest)
+    if groove is not None:  # held lower, so the hand can reach out to lay it down
+        spec = replace(spec, depth_below_top_m=groove.grasp_depth_m)
     ov, dv = names_for(obj, dest)
     olab, dlab = label_of(obj), dest.label
     reason = (f"{'First' if first else 'Next'} I need the {olab} and the {dlab}: I'll ground both and measure where "
@@ -407,9 +411,13 @@ def grasp_carry_release(ctx: TeacherContext, obj: str, dest: Destination, spec: 
     shifted = printed is not None and float(np.linalg.norm(
         np.asarray(printed["center"][:2]) - ctx.scene.box(obj).center_m[:2]
         - (ctx.scene.ee_m[:2] - _grasp_tcp_xy(ctx)))) > 0.012
-    if shifted or ctx.style.wrist_remeasure:
-        yield from measure_held(ctx, obj, dest, ov, dv, shifted)
-    fb = yield _place_step(ctx, obj, dest, spec)
+    groove = groove_for(dest)
+    if groove is not None:  # laid down along a groove: the carry is measured from before the grasp
+        fb = yield lay_step(ctx, obj, dest, groove, _printed(ctx, dv), TOP_DOWN)
+    else:
+        if shifted or ctx.style.wrist_remeasure:
+            yield from measure_held(ctx, obj, dest, ov, dv, shifted)
+        fb = yield _place_step(ctx, obj, dest, spec)
     if ctx.failure_done:  # an injected failure goes unnoticed
         return
     aim = dest.aim_m(ctx.scene)
