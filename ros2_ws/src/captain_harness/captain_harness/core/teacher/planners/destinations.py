@@ -63,6 +63,9 @@ OBJECT_HALF_XY_M: dict[str, tuple[float, float]] = {
 #: A region narrower than this (half width, m) is a slot: a flat object goes in with its
 #: thin side across it.
 SLOT_HALF_WIDTH_M = 0.035
+#: The aim's shifts inside a region (toward the robot, side by side) stop this far inside
+#: its edges: LIBERO tests the object's origin against the region, m.
+AIM_EDGE_MARGIN_M = 0.02
 CONTAINER_KINDS = frozenset({"basket", "caddy", "microwave", "drawer_cabinet"})
 
 
@@ -86,6 +89,9 @@ class Destination:
     region: bool
     spot_m: tuple[float, float, float] | None = None
     share: tuple[int, int] = (0, 1)
+    #: half the distance between neighbouring aims when several objects share a region, m
+    #: (None: from the region's size alone)
+    share_spread_m: float | None = None
 
     @property
     def label(self) -> str:
@@ -110,7 +116,13 @@ class Destination:
         shift = np.zeros(3)
         if self.click and self.region_key() in REGION_AIM_SHIFT_M:
             shift = rot_z(scene.yaw(self.click)) @ np.asarray(REGION_AIM_SHIFT_M[self.region_key()])
-        return self.region_center_m(scene) + self._toward_robot(scene) + self._share_offset(scene) + shift
+        extra = self._toward_robot(scene) + self._share_offset(scene)
+        if self.click:  # both shifts together keep the aim AIM_EDGE_MARGIN_M inside the region
+            R = rot_z(scene.yaw(self.click))
+            limit = np.maximum(np.asarray(self.half_xy_m()) - AIM_EDGE_MARGIN_M, 0.0)
+            local = R[:2, :2].T @ extra[:2]
+            extra = np.append(R[:2, :2] @ np.clip(local, -limit, limit), 0.0)
+        return self.region_center_m(scene) + extra + shift
 
     def slot_axis(self, scene: SceneView) -> np.ndarray | None:
         """The across direction (unit, base frame xy) of a narrow region such as the caddy's
@@ -129,11 +141,17 @@ class Destination:
         if count <= 1 or self.container:
             return np.zeros(3)
         hx, hy = self.half_xy_m()
-        yaw = scene.yaw(self.click) if self.click else 0.0
-        axis = rot_z(yaw)[:, 0] if hx >= hy else rot_z(yaw)[:, 1]
-        spread = min(max(hx, hy) * 0.55, 0.045)
+        axis = self.share_axis(scene)
+        spread = self.share_spread_m if self.share_spread_m is not None else min(max(hx, hy) * 0.55, 0.045)
         t = (index - (count - 1) / 2.0) * (2.0 * spread / max(count - 1, 1))
         return axis * t
+
+    def share_axis(self, scene: SceneView) -> np.ndarray:
+        """The direction (unit, base frame) along which objects sharing the region are set
+        side by side: the region's longer side."""
+        hx, hy = self.half_xy_m()
+        yaw = scene.yaw(self.click) if self.click else 0.0
+        return rot_z(yaw)[:, 0] if hx >= hy else rot_z(yaw)[:, 1]
 
     def region_center_m(self, scene: SceneView) -> np.ndarray:
         """Centre of the goal's region, base frame (for a drawer: the middle of the part of
@@ -220,3 +238,26 @@ def destination_for(goal_arg: str, relation: str, scene: SceneView) -> Destinati
 def spot_destination(spot_m: np.ndarray) -> Destination:
     """A free point on the table as a destination (for setting something aside)."""
     return Destination("table", "", "on", False, False, tuple(float(v) for v in spot_m))
+
+
+#: Gap left between objects set side by side in one region, m.
+SHARE_GAP_M = 0.03
+#: Margin kept between a shared region's edge and the outer aims, m.
+SHARE_EDGE_MARGIN_M = 0.02
+
+
+def share_spread_m(dest: Destination, objects: list[str], scene: SceneView) -> float:
+    """Half the distance between neighbouring aims for ``objects`` sharing ``dest``'s region:
+    wide enough that their outlines (along the share axis) keep ``SHARE_GAP_M`` apart, but
+    the outer aims stay ``SHARE_EDGE_MARGIN_M`` inside the region; never less than the
+    region-only default."""
+    hx, hy = dest.half_xy_m()
+    default = min(max(hx, hy) * 0.55, 0.045)
+    axis = dest.share_axis(scene)
+    reach = 0.0
+    for name in objects:
+        box = scene.box(name)
+        local = rot_z(box.yaw_rad)[:2, :2].T @ axis[:2]
+        reach = max(reach, float(np.abs(local) @ box.half_m[:2]))
+    wanted = reach + SHARE_GAP_M / 2.0
+    return max(default, min(wanted, max(hx, hy) - SHARE_EDGE_MARGIN_M))

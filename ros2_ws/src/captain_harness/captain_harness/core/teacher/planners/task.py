@@ -19,7 +19,7 @@ from captain_harness.core.teacher.library import HELPERS_SOURCE
 from captain_harness.core.teacher.objects import label_of
 from captain_harness.core.teacher.planners import articulated
 from captain_harness.core.teacher.planners.common import Plan
-from captain_harness.core.teacher.planners.destinations import Destination, destination_for
+from captain_harness.core.teacher.planners.destinations import Destination, destination_for, share_spread_m
 from captain_harness.core.teacher.planners.lift import pick_up
 from captain_harness.core.teacher.planners.pick_place import PlanError, pick_and_place
 from captain_harness.core.teacher.planners.verify import Relation, all_goals_met, finish_step, verify_and_finish
@@ -94,7 +94,8 @@ def decompose(ctx: TeacherContext) -> list[Subtask]:
         if len(indices) > 1:
             for k, i in enumerate(indices):
                 t = middle[i]
-                middle[i] = Subtask(t.kind, t.args, replace(t.dest, share=(k, len(indices))))
+                spread = share_spread_m(t.dest, [middle[j].args[0] for j in indices], scene)
+                middle[i] = Subtask(t.kind, t.args, replace(t.dest, share=(k, len(indices)), share_spread_m=spread))
     return first + middle + last + lifts[:1]  # one hand: one object can end up lifted
 
 
