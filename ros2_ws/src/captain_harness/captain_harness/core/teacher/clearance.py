@@ -71,24 +71,37 @@ def movable(name: str) -> bool:
     return kind_of(name) not in FIXTURE_KINDS and kind_of(name) not in ("plate",)
 
 
+#: Horizontal distances from the base where a set-aside object stays easy to pick up again
+#: with a top-down grasp from any side (nearer, the wrist turns through singular poses;
+#: farther, the elbow or shoulder reach their limits), m.
+COMFORTABLE_REACH_M = (0.45, 0.62)
+#: Set-aside spots farther than this are not considered, m.
+MAX_SET_ASIDE_REACH_M = 0.70
+
+
 def free_spot(scene: SceneView, obj: str, avoid: Iterable[np.ndarray], rng: np.random.Generator,
               keep_away_m: float = 0.13) -> np.ndarray | None:
     """A point on the table, within comfortable reach, at least ``keep_away_m`` from every
-    other object's footprint and from the ``avoid`` points; None when there is none."""
+    other object's footprint and from the ``avoid`` points, preferring ``COMFORTABLE_REACH_M``;
+    None when there is none."""
     box = scene.box(obj)
     support_z = box.bottom_z_m
     others = [scene.box(n) for n in scene.names() if n != obj]
     avoid = [np.asarray(p, float)[:2] for p in avoid]
-    best, best_score = None, -1.0
+    best, best_score = None, -math.inf
     for x in np.arange(0.36, 0.70, 0.03):
         for y in np.arange(-0.30, 0.31, 0.03):
             p = np.array([x, y])
+            reach = float(np.hypot(x, y))
+            if reach > MAX_SET_ASIDE_REACH_M:
+                continue
             room = min((max(0.0, _xy_dist(p, b)) for b in others), default=1.0)
             far = min((float(np.linalg.norm(p - a)) for a in avoid), default=1.0)
             if room < keep_away_m * 0.7 or far < keep_away_m:
                 continue
             score = min(room, 0.2) + 0.3 * min(far, 0.3) - 0.2 * float(np.linalg.norm(p - box.center_m[:2])) \
-                + 0.01 * float(rng.random())
+                + 0.01 * float(rng.random()) - 1.5 * max(0.0, reach - COMFORTABLE_REACH_M[1]) \
+                - 1.5 * max(0.0, COMFORTABLE_REACH_M[0] - reach)
             if score > best_score:
                 best, best_score = np.array([x, y, support_z]), score
     return best

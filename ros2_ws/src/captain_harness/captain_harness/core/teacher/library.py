@@ -10,7 +10,8 @@ helper library), written as a person would write them.
   ``[0, 2**-0.5, 2**-0.5, 0]``; ``-pi/4`` gives ``[0, cos(pi/8), sin(pi/8), 0]``).
 * ``go(p, q, **kw)``: preview a ``move_to`` and execute it only when the preview says it
   runs; returns the move's result (or the failed preview). A pose refused for a joint limit
-  is tried with the jaws turned 180 deg about the TCP z axis (the jaws are symmetric).
+  or by the IK (a wrist flip on the way) is tried with the jaws turned 180 deg about the TCP
+  z axis (the jaws are symmetric).
 """
 
 from __future__ import annotations
@@ -42,15 +43,15 @@ def downq(jaw_yaw=0.0):
 
 def go(p, q, **kw):
     """Preview a move_to and run it only if the preview says it can; returns its result.
-    When a joint limit is in the way, the same pose with the (symmetric) jaws turned
-    180 deg about the TCP z axis is tried instead."""
+    When a joint limit or a wrist flip is in the way, the same pose with the (symmetric)
+    jaws turned 180 deg about the TCP z axis is tried instead."""
     args = dict(position=[float(x) for x in p], quaternion=[float(x) for x in q], **kw)
     pv = robot.preview_motion("move_to", args)
-    if not pv["success"] and pv["failure_category"] == "joint_limit":
+    if not pv["success"] and pv["failure_category"] in ("joint_limit", "ik_failed"):
         w, x, y, z = args["quaternion"]
         twin = dict(args, quaternion=[-z, y, -x, w])
         if robot.preview_motion("move_to", twin)["success"]:
-            print("go: a joint limit was in the way; the jaws are turned 180 deg instead (same grasp)")
+            print(f"go: {pv['failure_category']} in the way; the jaws are turned 180 deg instead (same grasp)")
             return robot.move_to(**twin)
     if not pv["success"]:
         print("go: preview refused:", pv["failure_category"], "-", pv["message"][:160])

@@ -138,7 +138,7 @@ class Destination:
     def _share_offset(self, scene: SceneView) -> np.ndarray:
         """Side-by-side aims when several objects go to one region (``share`` = (index, count))."""
         index, count = self.share
-        if count <= 1 or self.container:
+        if count <= 1 or (self.container and not self.region):  # side by side inside a basket too
             return np.zeros(3)
         hx, hy = self.half_xy_m()
         axis = self.share_axis(scene)

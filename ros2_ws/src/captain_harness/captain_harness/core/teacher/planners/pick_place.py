@@ -279,8 +279,18 @@ def ground_and_measure(ctx: TeacherContext, obj: str, dest: Destination, ov: str
     if found is None:
         yield from move_to_view(ctx, obj)
         found = look_and_click(ctx, targets, prefer=WRIST) or look_and_click(ctx, targets, prefer=HEAD)
-        if found is None:
+    apart = ""
+    if found is None:  # one hides the other from every view: click each from its own view
+        first = look_and_click(ctx, targets[:1], prefer=WRIST) or look_and_click(ctx, targets[:1], prefer=HEAD)
+        if first is None or dest.spot_m is not None:
             raise PlanError(f"no camera sees both the {label_of(obj)} and the {dest.label}")
+        yield Step(f"From here I see the {label_of(obj)} but not the {dest.label} around it; I'll click the "
+                   f"{label_of(obj)} now and the {dest.label} from a view above it.", ["\n".join(first[1])])
+        yield from move_to_view(ctx, dest.click)
+        found = look_and_click(ctx, targets[1:], prefer=WRIST) or look_and_click(ctx, targets[1:], prefer=HEAD)
+        if found is None:
+            raise PlanError(f"no camera sees the {dest.label}")
+        apart = f"The {label_of(obj)} is clicked already; now the {dest.label}."
     camera, lines = found
     if dest.spot_m is not None:
         lines[-1] = lines[-1].replace('["detection_id"]', "")
@@ -297,8 +307,8 @@ def ground_and_measure(ctx: TeacherContext, obj: str, dest: Destination, ov: str
         lines.append(print_geometry(dv, "d"))
         lines.append('print("offset:", [round(x, 4) for x in g["object_to_destination_xy_offset_m"]])')
     cam_words = "head" if camera == HEAD else "wrist"
-    fb = yield Step(reasoning + f" I'll click both in the {cam_words} image and measure them together.",
-                    ["\n".join(lines)])
+    words = apart or reasoning + f" I'll click both in the {cam_words} image and measure them together."
+    fb = yield Step(words, ["\n".join(lines)])
     printed = dict(fb.values)
     for name, var, key in ((obj, ov, "o"), (dest.click, dv, "d")):
         if name == dest.click and (dest.region or dest.spot_m is not None):
@@ -634,15 +644,19 @@ def _place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpe
     lines = []
     measured_dest = _printed(ctx, dv)
     corr = None
-    if dest.region and measured_dest is not None:
+    if dest.spot_m is None and measured_dest is not None:
         corr = aim[:2] - np.asarray(measured_dest["center"][:2], dtype=float)
         if float(np.linalg.norm(corr)) < 0.01:
             corr = None
     if corr is not None:
-        lines.append(f'target = np.array(d["center_xy_m"]) + {vec(corr)}  # the spot is '
-                     f"{direction_words(corr)} of the {dlab}'s centre")
+        words = "the spot is" if dest.region else f"the {dlab}'s middle is"
+        lines.append(f'target = np.array(d["center_xy_m"]) + {vec(corr)}  # {words} '
+                     f"{direction_words(corr)} of the {dlab}'s measured centre")
     else:
         lines.append('target = np.array(d["center_xy_m"])')
+    body = _outline_offset(ctx, obj)
+    if body is not None and getattr(ctx, "adopt_held", None) is not True:
+        lines.append(f"target += {vec(body)}  # the {olab}'s outline centre is {direction_words(body)} of its body's")
     meta: dict = {}
     if st.mistake == "release_off_target" and not ctx.mistake_done:
         ctx.mistake_done = True
@@ -664,6 +678,8 @@ def _place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpe
         lines.append(f"q = downq({num(slot_jaw)})  # the {olab}'s thin side (between the jaws) across the "
                      f"{dlab}'s compartment")
     lines.append(f'r = go(place, q, speed={num(st.carry_speed_m_s)}, mode="manipulation")')
+    if spec.style != "rim" and slot_jaw is None:  # held at its middle: it may turn about the vertical
+        lines.append(_quarter_turn_fallback(st.carry_speed_m_s, olab))
     top = dest.release_top(ctx.scene)
     if slot_jaw is not None:
         lines.append(f'release = place.copy()\nrelease[2] = {top} - {num(SLOT_RELEASE_BELOW_TOP_M)} + hang'
@@ -693,6 +709,36 @@ def _place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpe
     reasoning = (f"The {olab} is held. I'll carry it by the measured offset to the {dlab}, lower it {where} it, open "
                  "the jaws, back off upward and move out of the head camera's view.")
     return Step(reasoning, ["\n".join(lines)], meta=meta)
+
+
+def _outline_offset(ctx: TeacherContext, obj: str) -> np.ndarray | None:
+    """How far the measured outline centre of the held ``obj`` (its last printed measurement
+    before the grasp) lies from its body origin, base frame xy (m), when that is 1 cm or
+    more (a handle or spout widens the outline); else None. Carrying the outline centre to
+    ``target + offset`` puts the body where the target is."""
+    printed = _printed(ctx, short_name(obj))
+    if printed is None or ctx.last_grasp_xy is None:
+        return None
+    # where the body was when measured: it moved with the tool since the grasp
+    body_then = ctx.scene.position(obj)[:2] - (ctx.scene.ee_m[:2] - ctx.last_grasp_xy)
+    offset = np.asarray(printed["center"][:2], dtype=float) - body_then
+    return offset if 0.01 <= float(np.linalg.norm(offset)) <= 0.05 else None
+
+
+def _quarter_turn_fallback(speed_m_s: float, olab: str) -> str:
+    """Source that retries a refused carry with the held object turned a quarter about the
+    vertical either way (the last wrist joint's range or a wrist flip can be in the way of
+    one hand orientation but not of another); ``q`` becomes the turn that runs."""
+    return ('if not r["success"] and r.get("failure_category") in ("joint_limit", "ik_failed"):\n'
+            f"    for turn in (math.pi / 2, -math.pi / 2):  # the {olab} is held at its middle: turn it a quarter\n"
+            "        c, s = math.cos(turn / 2), math.sin(turn / 2)\n"
+            "        w, x, y, z = q\n"
+            "        q_turned = [w * c - z * s, x * c + y * s, y * c - x * s, z * c + w * s]\n"
+            f'        r = go(place, q_turned, speed={num(speed_m_s)}, mode="manipulation")\n'
+            '        if r["success"]:\n'
+            "            q = q_turned\n"
+            f'            print("carry: turned the {olab} a quarter turn to keep the wrist in its range")\n'
+            "            break")
 
 
 def _slot_jaw(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec) -> float | None:
