@@ -117,7 +117,7 @@ class RobotState:
     fault: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JointCommand:
     """A streamed command: arm joint position targets and a jaw target.
 

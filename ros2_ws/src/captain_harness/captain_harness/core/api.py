@@ -51,6 +51,38 @@ class PrimitiveSpec:
         """The call signature the policy sees (computed once)."""
         return inspect.signature(self.fn)
 
+    @functools.cached_property
+    def plain_parameters(self) -> tuple[dict[str, int], frozenset[str], frozenset[str]] | None:
+        """(position of each positional-or-keyword parameter, keyword-only names, names
+        without a default) when the signature has only such parameters, else None."""
+        positions: dict[str, int] = {}
+        keyword_only, required = set(), set()
+        for p in self.signature.parameters.values():
+            if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD:
+                positions[p.name] = len(positions)
+            elif p.kind is inspect.Parameter.KEYWORD_ONLY:
+                keyword_only.add(p.name)
+            else:
+                return None
+            if p.default is inspect.Parameter.empty:
+                required.add(p.name)
+        return positions, frozenset(keyword_only), frozenset(required)
+
+    def fits(self, args: tuple, kwargs: dict[str, Any]) -> bool:
+        """True when ``fn(*args, **kwargs)`` binds to the signature (a quick check for plain
+        signatures; False also means "not sure": ``signature.bind`` then decides)."""
+        plain = self.plain_parameters
+        if plain is None:
+            return False
+        positions, keyword_only, required = plain
+        n = len(args)
+        if n > len(positions):
+            return False
+        for name in kwargs:
+            if positions.get(name, n) < n or (name not in positions and name not in keyword_only):
+                return False
+        return all(positions.get(name, n) < n or name in kwargs for name in required)
+
     @property
     def doc(self) -> str:
         """The primitive's docstring (used to generate TASK.md's API reference)."""
@@ -142,7 +174,9 @@ class RobotAPI:
 
     def _dispatch(self, spec: PrimitiveSpec, args: tuple, kwargs: dict) -> tuple[CallOutcome, bool]:
         try:
-            bound = spec.signature.bind(*args, **kwargs)
+            if not spec.fits(args, kwargs):
+                bound = spec.signature.bind(*args, **kwargs)
+                args, kwargs = bound.args, bound.kwargs
         except TypeError as exc:
             params = ", ".join(str(p.replace(annotation=inspect.Parameter.empty))
                                for p in spec.signature.parameters.values())
@@ -153,7 +187,7 @@ class RobotAPI:
                                 f"no physical actions left (limit {self.budget.limits.max_physical_actions});"
                                 " call finish() or stop"), False
         try:
-            outcome = spec.fn(*bound.args, **bound.kwargs)
+            outcome = spec.fn(*args, **kwargs)
             if not isinstance(outcome, CallOutcome):
                 raise TypeError(f"primitive {spec.name} returned {type(outcome).__name__}, not CallOutcome")
         except HarnessError as exc:

@@ -23,6 +23,10 @@ QUATERNION_NORM_TOLERANCE = 0.1
 TOP_DOWN_QUATERNION_HINT = "[0, 2**-0.5, 2**-0.5, 0] (top-down grasp)"
 
 
+#: number types taken as they are by ``as_vector``'s quick path (bool is not among them)
+_PLAIN_NUMBERS = frozenset({float, int, np.float64, np.float32, np.int64, np.int32})
+
+
 def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
 
@@ -59,6 +63,12 @@ def as_optional_float(name: str, value: Any, **kwargs: Any) -> float | None:
 
 def as_vector(name: str, value: Any, length: int, *, unit: str = "", example: str = "") -> np.ndarray:
     """A finite float vector of exactly ``length`` entries from a list, tuple or array."""
+    kind = type(value)
+    if (kind is list or kind is tuple) and len(value) == length:
+        # the common case: plain numbers, all finite (anything else takes the checks below)
+        isfinite = math.isfinite
+        if all((type(x) in _PLAIN_NUMBERS) and isfinite(x) for x in value):
+            return np.array(value, dtype=float)
     hint = f" e.g. {example}" if example else ""
     if isinstance(value, (str, bytes, dict, set)) or value is None or _is_number(value):
         raise ArgumentError(
@@ -98,7 +108,7 @@ def as_position(name: str, value: Any) -> np.ndarray:
 def as_quaternion(name: str, value: Any) -> np.ndarray:
     """A unit quaternion ``[w, x, y, z]``; nearly-unit ones are normalised, others refused."""
     q = as_vector(name, value, 4, example=TOP_DOWN_QUATERNION_HINT)
-    norm = float(np.linalg.norm(q))
+    norm = math.sqrt(q.dot(q))  # np.linalg.norm(q), bit for bit
     if norm < 1e-9:
         raise ArgumentError(
             f"{name} has zero norm; give a unit quaternion [w, x, y, z], e.g. {TOP_DOWN_QUATERNION_HINT}"

@@ -20,7 +20,7 @@ import numpy as np
 
 from captain_backends.core.driver import ForceGuard, JointCommand, RobotDriver, RobotState
 from captain_backends.core.errors import BackendError
-from captain_harness.core.geometry import rotation_angle_rad
+from captain_harness.core.geometry import rotation_angle_rad, vector_norm
 from captain_harness.core.kinematics import Kinematics
 
 CancelSource = threading.Event | Callable[[], bool] | None
@@ -99,6 +99,8 @@ class ExecutionReport:
         recording: per-period samples.
         physics_wall_s: wall time spent inside ``driver.advance``.
         message: a sentence on why it stopped (for non-target stops).
+        final_tcp_T: ``T_base_tcp`` (4x4) of ``final_state`` when the run computed it
+            (settling), else None.
     """
 
     stopped_reason: str
@@ -110,6 +112,7 @@ class ExecutionReport:
     recording: Recording
     physics_wall_s: float
     message: str = ""
+    final_tcp_T: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -237,7 +240,7 @@ class MotionExecutor:
         state = start_state if start_state is not None else driver.read_state()
         run = _Run(Recording(), state, guard)
         n = len(targets)
-        commands = [JointCommand(t) for t in targets]
+        commands: list[JointCommand | None] = [JointCommand(t) for t in targets]
         if n and gripper_fraction is not None:
             commands[0] = JointCommand(targets[0], gripper_fraction)
         wrench0 = np.asarray(state.wrench_base[:3], dtype=float)
@@ -262,7 +265,9 @@ class MotionExecutor:
                 feedback(sent / n, state)
             return None
 
-        checks = on_state if (wrench_limit_n is not None or tighten_guard_n is not None or feedback) else None
+        # the guard tightening alone runs inside the cycle (no callback per state read)
+        inline_tighten = wrench_limit_n is None and not feedback
+        checks = on_state if (wrench_limit_n is not None or feedback) else None
         every = 1 if wrench_limit_n is not None else max(1, int(state_every))
         end = self._cycle(
             run,
@@ -273,6 +278,7 @@ class MotionExecutor:
             cancel_message="cancel requested; the arm is holding",
             total=n,
             on_state=checks,
+            tighten_guard_n=tighten_guard_n if inline_tighten else None,
         )
         self.last_driver_io_wall_s = run.io
         if end is not None:
@@ -281,15 +287,22 @@ class MotionExecutor:
             return run.report(TARGET_REACHED, 1.0)
         # settle: keep the goal commanded until the TCP is there or the time is up
         kin = self.kin
+        last_fk: list = [None, None]  # (state, its T_base_tcp)
 
         def settled(state: RobotState, sent: int = 0) -> _Stop | None:
             T = kin.fk(state.joint_positions_rad)
+            last_fk[0], last_fk[1] = state, T
             if (
-                np.linalg.norm(T[:3, 3] - goal_T[:3, 3]) <= settle_position_m
+                vector_norm(T[:3, 3] - goal_T[:3, 3]) <= settle_position_m
                 and rotation_angle_rad(T[:3, :3], goal_T[:3, :3]) <= settle_rotation_rad
             ):
                 return _SETTLED
             return None
+
+        def with_tcp(report: ExecutionReport) -> ExecutionReport:
+            if last_fk[0] is report.final_state:
+                report.final_tcp_T = last_fk[1]
+            return report
 
         if settled(run.state) is None:
             goal = JointCommand(targets[-1] if n else run.state.joint_positions_rad)
@@ -306,8 +319,8 @@ class MotionExecutor:
             )
             self.last_driver_io_wall_s = run.io
             if end is not None:
-                return end
-        return run.report(TARGET_REACHED, 1.0)
+                return with_tcp(end)
+        return with_tcp(run.report(TARGET_REACHED, 1.0))
 
     def run_gripper(
         self,
@@ -388,12 +401,15 @@ class MotionExecutor:
         cancel_message: str,
         total: int | None,
         on_state: Callable[[RobotState, int], _Stop | None] | None,
+        tighten_guard_n: float | None = None,
     ) -> ExecutionReport | None:
         """The control cycle shared by every execution: per period, poll ``cancel``, send
         the period's command (None: keep the last one), advance the driver under
         ``run.guard``; every ``every`` periods, at the last one and on a guard trip read the
         state, record it, and stop on a guard trip, a driver fault or when ``on_state``
         (called with the state and the number of periods done) returns a ``_Stop``.
+        ``tighten_guard_n``: after those checks the guard limit follows the contact force
+        down as in ``run`` (the same rule ``on_state`` may apply itself).
 
         Returns the report of a stop, or None when every command was sent (``run`` then
         holds the last state read). ``total`` is the period count that progress is a
@@ -402,10 +418,13 @@ class MotionExecutor:
         driver = self.driver
         send, advance, read = driver.send_command, driver.advance, driver.read_state
         perf = time.perf_counter
-        add = run.rec.add
+        rec = run.rec
+        add = rec.add
+        add_time, add_q = rec.time_s.append, rec.q.append
+        add_force, add_commanded = rec.force_n.append, rec.commanded.append
         peak, physics, io, guard, state = run.peak, run.physics, run.io, run.guard, run.state
         q_sent = run.q_sent if run.q_sent is not None else state.joint_positions_rad
-        n = len(commands)
+        last = len(commands) - 1
         countdown = every
         k = 0
         try:
@@ -428,19 +447,27 @@ class MotionExecutor:
                 if report.peak_contact_force_n > peak:
                     peak = report.peak_contact_force_n
                 countdown -= 1
-                if countdown and k + 1 < n and not report.guard_tripped:
+                if countdown and k != last and not report.guard_tripped:
                     continue
                 countdown = every
                 state = read()
                 io += perf() - t_c
-                add(state, q_sent)
-                progress = (k + 1) / total if total else 1.0
+                add_time(state.time_s)
+                add_q(state.joint_positions_rad)
+                add_force(state.contact_force_n)
+                add_commanded(q_sent)
                 if report.guard_tripped:
                     run.update(peak, physics, io, guard, state, q_sent)
+                    progress = (k + 1) / total if total else 1.0
                     return self._tripped(guarded_mode, run, report.guard_tripped_at_s, progress)
                 if state.fault:
                     run.update(peak, physics, io, guard, state, q_sent)
+                    progress = (k + 1) / total if total else 1.0
                     return run.report(DRIVER_FAULT, progress, f"the driver stopped: {state.fault}")
+                if tighten_guard_n is not None and guard is not None:
+                    tighter = state.contact_force_n + tighten_guard_n
+                    if tighter < guard.max_contact_force_n:
+                        guard = replace(guard, max_contact_force_n=tighter)
                 if on_state is not None:
                     run.guard = guard
                     stop = on_state(state, k + 1)
@@ -451,7 +478,8 @@ class MotionExecutor:
                             driver.hold()
                         if stop.peak_n is not None:
                             run.peak = max(peak, stop.peak_n)
-                        return run.report(stop.reason, 1.0 if stop is _SETTLED else progress, stop.message, stop.at_s)
+                        progress = 1.0 if stop is _SETTLED else (k + 1) / total if total else 1.0
+                        return run.report(stop.reason, progress, stop.message, stop.at_s)
         except BackendError as exc:
             run.update(peak, physics, io, guard, state, q_sent)
             return self._driver_error(exc, run, k / total if total else 1.0)

@@ -12,10 +12,16 @@ import math
 import numpy as np
 
 
+def vector_norm(v: np.ndarray) -> float:
+    """Euclidean norm of a 1-D float array: ``np.linalg.norm(v)`` bit for bit (numpy computes
+    it as the square root of ``v·v``), without numpy's dispatch."""
+    return math.sqrt(v.dot(v))
+
+
 def quat_normalize(q_wxyz: np.ndarray) -> np.ndarray:
     """Unit quaternion with a non-negative scalar part (``q`` and ``-q`` are the same rotation)."""
     q = np.asarray(q_wxyz, dtype=float)
-    q = q / np.linalg.norm(q)
+    q = q / vector_norm(q)
     return -q if q[0] < 0.0 else q
 
 
@@ -33,21 +39,23 @@ def quat_to_matrix(q_wxyz: np.ndarray) -> np.ndarray:
 
 def matrix_to_quat(R: np.ndarray) -> np.ndarray:
     """Unit quaternion ``[w, x, y, z]`` (w >= 0) of a 3x3 rotation matrix."""
-    R = np.asarray(R, dtype=float)
-    trace = R[0, 0] + R[1, 1] + R[2, 2]
+    (r00, r01, r02), (r10, r11, r12), (r20, r21, r22) = np.asarray(R, dtype=float)[:3, :3].tolist()
+    trace = r00 + r11 + r22
     if trace > 0.0:
         s = 2.0 * math.sqrt(trace + 1.0)
-        q = [0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s]
-    elif R[0, 0] > R[1, 1] and R[0, 0] > R[2, 2]:
-        s = 2.0 * math.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2])
-        q = [(R[2, 1] - R[1, 2]) / s, 0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s]
-    elif R[1, 1] > R[2, 2]:
-        s = 2.0 * math.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2])
-        q = [(R[0, 2] - R[2, 0]) / s, (R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s]
+        q = [0.25 * s, (r21 - r12) / s, (r02 - r20) / s, (r10 - r01) / s]
+    elif r00 > r11 and r00 > r22:
+        s = 2.0 * math.sqrt(1.0 + r00 - r11 - r22)
+        q = [(r21 - r12) / s, 0.25 * s, (r01 + r10) / s, (r02 + r20) / s]
+    elif r11 > r22:
+        s = 2.0 * math.sqrt(1.0 + r11 - r00 - r22)
+        q = [(r02 - r20) / s, (r01 + r10) / s, 0.25 * s, (r12 + r21) / s]
     else:
-        s = 2.0 * math.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1])
-        q = [(R[1, 0] - R[0, 1]) / s, (R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s]
-    return quat_normalize(np.array(q))
+        s = 2.0 * math.sqrt(1.0 + r22 - r00 - r11)
+        q = [(r10 - r01) / s, (r02 + r20) / s, (r12 + r21) / s, 0.25 * s]
+    q = np.array(q)
+    q /= vector_norm(q)
+    return -q if q[0] < 0.0 else q
 
 
 def quat_multiply(a_wxyz: np.ndarray, b_wxyz: np.ndarray) -> np.ndarray:
@@ -72,7 +80,7 @@ def quat_angle_rad(a_wxyz: np.ndarray, b_wxyz: np.ndarray) -> float:
 
 def rotation_angle_rad(R_a: np.ndarray, R_b: np.ndarray) -> float:
     """Angle of the relative rotation ``R_a^T R_b``, radians in [0, pi]."""
-    c = (float(np.trace(np.asarray(R_a).T @ np.asarray(R_b))) - 1.0) / 2.0
+    c = (float((np.asarray(R_a).T @ np.asarray(R_b)).trace()) - 1.0) / 2.0
     return math.acos(max(-1.0, min(1.0, c)))
 
 
@@ -93,10 +101,16 @@ def slerp(a_wxyz: np.ndarray, b_wxyz: np.ndarray, s: float) -> np.ndarray:
 
 def pose_matrix(position_m: np.ndarray, q_wxyz: np.ndarray) -> np.ndarray:
     """4x4 pose from a position (m) and a unit quaternion ``[w, x, y, z]``."""
-    T = np.eye(4)
-    T[:3, :3] = quat_to_matrix(q_wxyz)
-    T[:3, 3] = np.asarray(position_m, dtype=float)
-    return T
+    w, x, y, z = (float(v) for v in q_wxyz)
+    px, py, pz = np.asarray(position_m, dtype=float).reshape(3).tolist()
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w), px],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w), py],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y), pz],
+            [0.0, 0.0, 0.0, 1.0],
+        ]
+    )
 
 
 def pose_inverse(T: np.ndarray) -> np.ndarray:

@@ -163,6 +163,8 @@ class Kinematics:
         self._baseMo = self._oMbase.inverse()
         self.T_base_model = self._baseMo.homogeneous
         self._base_is_origin = bool(self._oMbase.isIdentity(1e-12))
+        #: the base frame is the model's world frame exactly: poses need no change of frame
+        self._base_is_world = bool(np.array_equal(self._oMbase.homogeneous, np.eye(4)))
 
         lower = np.asarray(description.joint_lower_rad, float).copy()
         upper = np.asarray(description.joint_upper_rad, float).copy()
@@ -186,6 +188,10 @@ class Kinematics:
         self.home_rad = np.clip(np.asarray(description.home_joint_positions_rad, float), lower, upper)
         self._eye6 = np.eye(6)
         self._eye_n = np.eye(self.nq)
+        self._lower_model_list = self._lower_model.tolist()
+        self._upper_model_list = self._upper_model.tolist()
+        #: ``damping * I6`` of the last damping used (the DLS step adds it to ``J J^T``)
+        self._damp_eye: tuple[float, np.ndarray] = (1e-4, 1e-4 * self._eye6)
 
     # ----------------------------------------------------------------- ordering
     def to_model(self, q_cmd: np.ndarray) -> np.ndarray:
@@ -203,17 +209,23 @@ class Kinematics:
         return np.asarray(q_model, dtype=float)[self._model_index]
 
     # ----------------------------------------------------------------------- FK
+    # Forward kinematics runs ``computeJointJacobians``: it places the joints exactly as
+    # ``forwardKinematics`` does (the same arithmetic; the Jacobian columns cost next to
+    # nothing), and it is the pass the IK runs anyway. One Pinocchio routine for both keeps
+    # the code that a motion call touches small (each one first touched after a long
+    # physics run costs tens of microseconds).
+
     def fk(self, q: np.ndarray) -> np.ndarray:
         """``T_base_tcp`` (4x4, metres) at joint configuration ``q`` (rad, command order)."""
-        pin.forwardKinematics(self.model, self.data, self.to_model(q))
+        pin.computeJointJacobians(self.model, self.data, self.to_model(q))
         oMf = pin.updateFramePlacement(self.model, self.data, self.tcp_frame_id)
-        return (self._baseMo * oMf).homogeneous
+        return oMf.homogeneous if self._base_is_world else (self._baseMo * oMf).homogeneous
 
     def fk_flange(self, q: np.ndarray) -> np.ndarray:
         """``T_base_flange`` (4x4, metres) at ``q``."""
-        pin.forwardKinematics(self.model, self.data, self.to_model(q))
+        pin.computeJointJacobians(self.model, self.data, self.to_model(q))
         oMf = pin.updateFramePlacement(self.model, self.data, self.flange_frame_id)
-        return (self._baseMo * oMf).homogeneous
+        return oMf.homogeneous if self._base_is_world else (self._baseMo * oMf).homogeneous
 
     def _model_rows(self, qs: np.ndarray) -> np.ndarray:
         """Configurations (N, nq) in model order from command order."""
@@ -223,12 +235,13 @@ class Kinematics:
     def tcp_positions(self, qs: np.ndarray) -> np.ndarray:
         """TCP positions (N, 3) in the base frame for configurations ``qs`` (N, nq)."""
         rows = self._model_rows(qs)
-        out = np.empty((len(rows), 3))
         model, data, fid = self.model, self.data, self.tcp_frame_id
-        fk, place = pin.forwardKinematics, pin.updateFramePlacement
-        for i in range(len(rows)):
-            fk(model, data, rows[i])
-            out[i] = place(model, data, fid).translation
+        joint_pass, place = pin.computeJointJacobians, pin.updateFramePlacement
+        points = []
+        for row in rows:
+            joint_pass(model, data, row)
+            points.append(place(model, data, fid).translation)
+        out = np.array(points) if points else np.empty((0, 3))
         if self._base_is_origin:
             return out
         return out @ self._baseMo.rotation.T + self._baseMo.translation
@@ -285,7 +298,7 @@ class Kinematics:
         oMdes = pin.SE3(np.asarray(T_base_target, dtype=float))
         if not self._base_is_origin:
             oMdes = self._oMbase * oMdes
-        seed = self.clamp(np.asarray(q_seed, dtype=float))
+        seed = np.minimum(np.maximum(q_seed, self.lower_rad), self.upper_rad)
         total_iters = 0
         best: tuple[float, np.ndarray, float, float] | None = None
         rejected = False
@@ -324,6 +337,47 @@ class Kinematics:
             reason = "no_convergence"
         return IKResult(False, q_best, perr, rerr, total_iters, restarts, reason, limited)
 
+    def target_pose(self, xyzquat: list[float]) -> pin.SE3:
+        """The IK target of ``solve_near`` for a TCP pose in the base frame given as
+        ``[x, y, z, qx, qy, qz, qw]`` (metres; unit quaternion, scalar last), expressed in
+        the model's world frame."""
+        oMdes = pin.XYZQUATToSE3(np.array(xyzquat, dtype=float))
+        return oMdes if self._base_is_origin else self._oMbase * oMdes
+
+    def solve_near(
+        self,
+        target: pin.SE3,
+        q_seed: np.ndarray,
+        *,
+        max_iterations: int = 80,
+        position_tolerance_m: float = 1e-4,
+        rotation_tolerance_rad: float = 1e-3,
+        damping: float = 1e-4,
+        seed_within_limits: bool = False,
+    ) -> np.ndarray | None:
+        """One IK attempt from ``q_seed`` (rad, command order; clamped to the limits) without
+        restarts or validity check: the converged configuration, or None.
+
+        ``target`` comes from ``target_pose``. The configuration is exactly the ``q`` of
+        ``solve_ik(T, q_seed, ...)`` with the same options when that succeeds; this is its
+        lean form for many nearby solves (the waypoints of a path). ``seed_within_limits``:
+        the caller already clamped ``q_seed`` (a float array it hands over)."""
+        if seed_within_limits:
+            seed = q_seed
+        else:
+            seed = np.minimum(np.maximum(q_seed, self.lower_rad), self.upper_rad)
+        q, _, _, _, converged = self._dls(
+            target,
+            seed if self._identity_order else self.to_model(seed),
+            max_iterations,
+            position_tolerance_m,
+            rotation_tolerance_rad,
+            damping,
+        )
+        if not converged:
+            return None
+        return q if self._identity_order else q[self._model_index]
+
     def joint_at_limit(self, q: np.ndarray, tolerance_rad: float = LIMIT_CONTACT_RAD) -> str:
         """Name of the first joint within ``tolerance_rad`` of a limit, or ``""``."""
         near = (q - self.lower_rad < tolerance_rad) | (self.upper_rad - q < tolerance_rad)
@@ -341,34 +395,41 @@ class Kinematics:
         """
         model, data, fid = self.model, self.data, self.tcp_frame_id
         lower, upper = self._lower_model, self._upper_model
-        local = pin.LOCAL
-        damp_eye = damping * self._eye6
+        lower_l, upper_l = self._lower_model_list, self._upper_model_list
+        joint_jacobians, frame_placement, frame_jacobian = (
+            pin.computeJointJacobians,
+            pin.updateFramePlacement,
+            pin.getFrameJacobian,
+        )
+        log6, local, dot, sqrt = pin.log6, pin.LOCAL, np.dot, math.sqrt
+        if self._damp_eye[0] != damping:
+            self._damp_eye = (damping, damping * self._eye6)
+        damp_eye = self._damp_eye[1]
         perr = rerr = math.inf
         q = q.copy()
-        lower_l, upper_l = lower.tolist(), upper.tolist()
+        nq = len(lower_l)
         at_limit = False
         for it in range(max_iterations + 1):
-            pin.computeJointJacobians(model, data, q)
-            oMf = pin.updateFramePlacement(model, data, fid)
-            iMd = oMf.actInv(oMdes)
-            e = pin.log6(iMd).vector
+            joint_jacobians(model, data, q)
+            iMd = frame_placement(model, data, fid).actInv(oMdes)
+            e = log6(iMd).vector
             tx, ty, tz = iMd.translation.tolist()
             _, _, _, wx, wy, wz = e.tolist()
-            perr = math.sqrt(tx * tx + ty * ty + tz * tz)
-            rerr = math.sqrt(wx * wx + wy * wy + wz * wz)
+            perr = sqrt(tx * tx + ty * ty + tz * tz)
+            rerr = sqrt(wx * wx + wy * wy + wz * wz)
             if perr <= tol_p and rerr <= tol_r:
                 return q, perr, rerr, it, True
             if it == max_iterations:
                 break
-            J = pin.getFrameJacobian(model, data, fid, local)
+            J = frame_jacobian(model, data, fid, local)
             if rerr > JLOG6_ABOVE_RAD:  # the log map's own Jacobian matters for large turns
-                J = np.dot(pin.Jlog6(iMd.inverse()), J)
-            A = np.dot(J, J.T)
+                J = dot(pin.Jlog6(iMd.inverse()), J)
+            A = dot(J, J.T)
             A += damp_eye
-            _, x, info = _dposv(A, e)
+            _, x, info = _dposv(A, e, overwrite_a=1)
             if info != 0:
                 break
-            dq = np.dot(J.T, x)
+            dq = dot(J.T, x)
             if at_limit:
                 # active set: joints resting on a limit and pushed outwards are frozen
                 # and the step is recomputed with the others
@@ -376,12 +437,12 @@ class Kinematics:
                 if blocked.any():
                     J = J.copy()
                     J[:, blocked] = 0.0
-                    A = np.dot(J, J.T)
+                    A = dot(J, J.T)
                     A += damp_eye
-                    _, x, info = _dposv(A, e)
+                    _, x, info = _dposv(A, e, overwrite_a=1)
                     if info != 0:
                         break
-                    dq = np.dot(J.T, x)
+                    dq = dot(J.T, x)
             dl = dq.tolist()
             step = max(max(dl), -min(dl))
             if step > MAX_STEP_RAD:
@@ -389,7 +450,7 @@ class Kinematics:
             q += dq
             ql = q.tolist()
             at_limit = False
-            for i in range(len(ql)):
+            for i in range(nq):
                 if ql[i] <= lower_l[i]:
                     q[i] = lower_l[i]
                     at_limit = True

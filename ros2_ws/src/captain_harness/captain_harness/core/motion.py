@@ -50,7 +50,7 @@ from captain_harness.core.executor import (
     FeedbackFn,
     MotionExecutor,
 )
-from captain_harness.core.geometry import matrix_to_quat, rotation_angle_rad
+from captain_harness.core.geometry import matrix_to_quat, rotation_angle_rad, vector_norm
 from captain_harness.core.kinematics import Kinematics
 from captain_harness.core.motion_config import MotionConfig
 from captain_harness.core.results import CallOutcome, FailureCategory, fail, format_receipt, ok
@@ -293,8 +293,11 @@ class MotionPrimitives:
         next; a guard set from a low one would trip as soon as the arm moves)."""
         force = float(state.contact_force_n)
         rec = self.history.last_call
-        if rec is not None and len(rec.q) and float(np.max(np.abs(rec.q[-1] - state.joint_positions_rad))) < 0.005:
-            force = max(force, float(np.max(rec.force_n[-5:])))
+        if rec is not None and len(rec.q):
+            q_now = np.asarray(state.joint_positions_rad).tolist()
+            moved = max(abs(a - b) for a, b in zip(rec.q[-1].tolist(), q_now, strict=True))
+            if moved < 0.005:
+                force = max(force, max(rec.force_n[-5:].tolist()))
         return force
 
     def parse_move(
@@ -363,9 +366,11 @@ class MotionPrimitives:
     def _plan(
         self, kin: Kinematics, collision: SelfCollisionChecker, req: MoveRequest, q_start: np.ndarray
     ) -> PathPlan:
-        T = kin.fk(q_start)
-        position = req.position_m if req.position_m is not None else T[:3, 3]
-        quat = req.quaternion_wxyz if req.quaternion_wxyz is not None else matrix_to_quat(T[:3, :3])
+        position, quat = req.position_m, req.quaternion_wxyz
+        if position is None or quat is None:
+            T = kin.fk(q_start)
+            position = position if position is not None else T[:3, 3]
+            quat = quat if quat is not None else matrix_to_quat(T[:3, :3])
         return plan_sweep(
             kin,
             collision,
@@ -403,16 +408,27 @@ class MotionPrimitives:
             fields.append(("path_fraction", round(plan.fail_fraction, 3)))
         return CallOutcome(result, receipt(name, result, fields, plan.stop_reason))
 
-    def _executed_distance(self, q_start: np.ndarray, report: ExecutionReport, kin: Kinematics) -> float:
+    def _executed_distance(
+        self, q_start: np.ndarray, report: ExecutionReport, kin: Kinematics, record: MotionRecord | None = None
+    ) -> float:
+        """TCP path length of the execution (at most about 60 samples of it), m. ``record``
+        (the record of this execution) lends its joint array when every sample is used and
+        keeps the TCP positions computed here."""
         qs = report.recording.q
         if not qs:
             return 0.0
         step = max(1, len(qs) // 60)
-        picks = [q_start, *qs[step - 1 :: step]]
-        if picks[-1] is not qs[-1]:
-            picks.append(qs[-1])
-        p = kin.tcp_positions(np.asarray(picks))
-        return float(np.sum(np.linalg.norm(np.diff(p, axis=0), axis=1)))
+        if step == 1 and record is not None and len(record.q) == len(qs) + 1:
+            p = record.tcp_positions(kin)
+        else:
+            picks = [q_start, *qs[step - 1 :: step]]
+            if picks[-1] is not qs[-1]:
+                picks.append(qs[-1])
+            p = kin.tcp_positions(np.asarray(picks))
+        d = p[1:] - p[:-1]
+        d *= d
+        # np.linalg.norm(d, axis=1).sum(), bit for bit (numpy sums the three squares in order)
+        return float(np.sqrt(d[:, 0] + d[:, 1] + d[:, 2]).sum())
 
     def _record(
         self,
@@ -424,9 +440,12 @@ class MotionPrimitives:
         sweep: bool,
         goal_T: np.ndarray | None,
         guard: ForceGuard | None,
+        goal_quat: np.ndarray | None = None,
     ) -> MotionRecord:
         rec = report.recording
         q = np.array([start.joint_positions_rad, *rec.q], dtype=float)
+        if goal_T is not None and goal_quat is None:
+            goal_quat = matrix_to_quat(goal_T[:3, :3])
         record = MotionRecord(
             call=call,
             mode=mode,
@@ -436,7 +455,7 @@ class MotionPrimitives:
             force_n=np.array([start.contact_force_n, *rec.force_n]),
             max_observed_force_n=report.peak_force_n,
             goal_position_m=None if goal_T is None else goal_T[:3, 3].copy(),
-            goal_quaternion_wxyz=None if goal_T is None else matrix_to_quat(goal_T[:3, :3]),
+            goal_quaternion_wxyz=None if goal_T is None else goal_quat,
             guard_force_n=None if guard is None else guard.max_contact_force_n,
         )
         self.history.record(record, sweep=sweep)
@@ -479,9 +498,10 @@ class MotionPrimitives:
             tighten_guard_n=self.config.contact_threshold_n if mode == "guarded" and guarded_mode is None else None,
         )
         final = report.final_state
-        T = self.kin.fk(final.joint_positions_rad)
-        perr = float(np.linalg.norm(T[:3, 3] - plan.goal_T[:3, 3]))
-        rerr = rotation_angle_rad(T[:3, :3], plan.goal_T[:3, :3])
+        goal_T = plan.goal_T
+        T = report.final_tcp_T if report.final_tcp_T is not None else self.kin.fk(final.joint_positions_rad)
+        perr = vector_norm(T[:3, 3] - goal_T[:3, 3])
+        rerr = rotation_angle_rad(T[:3, :3], goal_T[:3, :3])
         if report.stopped_reason == TARGET_REACHED and (
             perr > cfg.position_tolerance_m or rerr > cfg.rotation_tolerance_rad
         ):
@@ -491,9 +511,10 @@ class MotionPrimitives:
                 f"after settling for {cfg.settle_timeout_s:g} s (blocked, or a load it cannot "
                 "carry at this stiffness)"
             )
-        self._record(name, mode, state, report, sweep=True, goal_T=plan.goal_T, guard=guard)
+        goal_quat = matrix_to_quat(goal_T[:3, :3])
+        record = self._record(name, mode, state, report, sweep=True, goal_T=goal_T, guard=guard, goal_quat=goal_quat)
         self._after_motion(report, plan.goal_q)
-        distance = self._executed_distance(state.joint_positions_rad, report, self.kin)
+        distance = self._executed_distance(state.joint_positions_rad, report, self.kin, record)
         value = {
             "stopped_reason": report.stopped_reason,
             "executed_distance_m": distance,
@@ -504,8 +525,8 @@ class MotionPrimitives:
             "path_length_m": plan.path_length_m,
             "mode": mode,
             "force_limit_n": guard.max_contact_force_n,
-            "target_position_m": plan.goal_T[:3, 3],
-            "target_quaternion_wxyz": matrix_to_quat(plan.goal_T[:3, :3]),
+            "target_position_m": goal_T[:3, 3],
+            "target_quaternion_wxyz": goal_quat,
             "end_effector_position_m": T[:3, 3],
             "end_effector_quaternion_wxyz": matrix_to_quat(T[:3, :3]),
             "position_error_m": perr,

@@ -49,6 +49,21 @@ class FailureCategory(enum.StrEnum):
 
 def _jsonable(value: Any) -> Any:
     """Convert numpy values and tuples into plain JSON types; non-finite floats become None."""
+    t = type(value)
+    if t is float:
+        return value if math.isfinite(value) else None
+    if t is str or t is bool or t is int or value is None:
+        return value
+    if t is dict:
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if t is np.ndarray and value.ndim == 1 and value.dtype.kind == "f":
+        isfinite = math.isfinite
+        return [v if isfinite(v) else None for v in value.tolist()]
+    return _jsonable_other(value)
+
+
+def _jsonable_other(value: Any) -> Any:
+    """``_jsonable`` of the values its fast paths leave (containers, numpy scalars, subclasses)."""
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

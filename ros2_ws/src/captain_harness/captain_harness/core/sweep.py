@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from captain_harness.core.collision import SelfCollisionChecker
-from captain_harness.core.geometry import pose_matrix, pose_parts, quat_multiply, rotation_angle_rad
+from captain_harness.core.geometry import pose_matrix, pose_parts, quat_multiply, rotation_angle_rad, vector_norm
 from captain_harness.core.kinematics import Kinematics
 from captain_harness.core.motion_config import MotionConfig
 
@@ -43,7 +43,7 @@ class TimeScaling:
     def s(self, t_s: np.ndarray) -> np.ndarray:
         """Path parameter at times ``t_s`` (clipped to [0, 1])."""
         T, ta = self.duration_s, self.accel_s
-        t = np.clip(np.asarray(t_s, dtype=float), 0.0, T)
+        t = np.minimum(np.maximum(np.asarray(t_s, dtype=float), 0.0), T)
         if T <= 0.0:
             return np.ones_like(t)
         if ta <= 1e-9:
@@ -118,10 +118,21 @@ class PathPlan:
 
 def interpolate_waypoints(s_wp: np.ndarray, q_wp: np.ndarray, s: np.ndarray) -> np.ndarray:
     """Piecewise-linear joint interpolation of waypoints (s_wp increasing) at ``s``."""
-    idx = np.clip(np.searchsorted(s_wp, s, side="right") - 1, 0, len(s_wp) - 2)
-    s0, s1 = s_wp[idx], s_wp[idx + 1]
-    w = np.clip((s - s0) / np.maximum(s1 - s0, 1e-12), 0.0, 1.0)[:, None]
-    return q_wp[idx] * (1.0 - w) + q_wp[idx + 1] * w
+    idx = np.searchsorted(s_wp, s, side="right")
+    idx -= 1
+    np.minimum(np.maximum(idx, 0, out=idx), len(s_wp) - 2, out=idx)
+    s0 = s_wp[idx]
+    idx1 = idx + 1
+    w = s - s0
+    w /= np.maximum(s_wp[idx1] - s0, 1e-12)
+    np.minimum(np.maximum(w, 0.0, out=w), 1.0, out=w)
+    w = w[:, None]
+    out = q_wp[idx]
+    out *= 1.0 - w
+    q1 = q_wp[idx1]
+    q1 *= w
+    out += q1
+    return out
 
 
 def _timing_for(
@@ -177,8 +188,8 @@ class _LinePoses:
     orientation by slerp on the shorter arc (plain floats: this runs per waypoint)."""
 
     def __init__(self, p0: np.ndarray, p1: np.ndarray, q0: np.ndarray, q1: np.ndarray) -> None:
-        q0 = q0 / np.linalg.norm(q0)
-        q1 = q1 / np.linalg.norm(q1)
+        q0 = q0 / vector_norm(q0)
+        q1 = q1 / vector_norm(q1)
         d = float(np.dot(q0, q1))
         if d < 0.0:
             q1, d = -q1, -d
@@ -189,17 +200,24 @@ class _LinePoses:
         self.theta = math.acos(min(1.0, d))
         self.sin_theta = math.sin(self.theta)
 
-    def parts(self, s: float) -> tuple[list[float], list[float]]:
-        """(position [x, y, z], rotation matrix row-major, 9 values) at ``s``, plain floats."""
+    def xyzquat(self, s: float) -> list[float]:
+        """The pose at ``s`` as ``[x, y, z, qx, qy, qz, qw]`` (metres; unit quaternion, scalar
+        last: Pinocchio's XYZQUAT order), plain floats."""
         if self.sin_theta < 1e-6:
             a, b = 1.0 - s, s
         else:
             a = math.sin((1.0 - s) * self.theta) / self.sin_theta
             b = math.sin(s * self.theta) / self.sin_theta
-        w, x, y, z = (a * u + b * v for u, v in zip(self.q0, self.q1, strict=True))
+        (w0, x0, y0, z0), (w1, x1, y1, z1) = self.q0, self.q1
+        w, x, y, z = a * w0 + b * w1, a * x0 + b * x1, a * y0 + b * y1, a * z0 + b * z1
         n = math.sqrt(w * w + x * x + y * y + z * z)
-        w, x, y, z = w / n, x / n, y / n, z / n
-        position = [p + s * d for p, d in zip(self.p0, self.dp, strict=True)]
+        (px, py, pz), (dx, dy, dz) = self.p0, self.dp
+        return [px + s * dx, py + s * dy, pz + s * dz, x / n, y / n, z / n, w / n]
+
+    def parts(self, s: float) -> tuple[list[float], list[float]]:
+        """(position [x, y, z], rotation matrix row-major, 9 values) at ``s``, plain floats."""
+        px, py, pz, x, y, z, w = self.xyzquat(s)
+        position = [px, py, pz]
         rotation = [
             1 - 2 * (y * y + z * z),
             2 * (x * y - z * w),
@@ -226,15 +244,8 @@ class _LinePoses:
         )
 
 
-def _extrapolate(q_wp: list[np.ndarray]) -> np.ndarray:
-    """The next of evenly spaced waypoints predicted from the last two (linearly)."""
-    if len(q_wp) >= 2:
-        return 2.0 * q_wp[-1] - q_wp[-2]
-    return q_wp[-1]
-
-
 def _in_box(p: np.ndarray, cfg: MotionConfig) -> bool:
-    return bool(np.all(p >= np.asarray(cfg.workspace_min_m)) and np.all(p <= np.asarray(cfg.workspace_max_m)))
+    return all(lo <= v <= hi for lo, v, hi in zip(cfg.workspace_min_m, p.tolist(), cfg.workspace_max_m, strict=True))
 
 
 def _box_text(cfg: MotionConfig) -> str:
@@ -286,7 +297,7 @@ def plan_sweep(
     goal_T = pose_matrix(goal_position_m, goal_quaternion_wxyz)
     p0, q0 = pose_parts(start_T)
     p1 = np.asarray(goal_position_m, dtype=float)
-    length = float(np.linalg.norm(p1 - p0))
+    length = vector_norm(p1 - p0)
     angle = rotation_angle_rad(start_T[:3, :3], goal_T[:3, :3])
     empty = np.empty((0, kin.nq))
 
@@ -325,41 +336,69 @@ def plan_sweep(
         return failed(TIMEOUT, why, 0.0)
 
     n_seg = max(2, math.ceil(length / cfg.waypoint_spacing_m), math.ceil(angle / cfg.waypoint_spacing_rad))
-    s_values = np.linspace(0.0, 1.0, n_seg + 1).tolist()
+    step = 1.0 / n_seg  # the values of np.linspace(0, 1, n_seg + 1)
+    s_values = [k * step for k in range(n_seg)] + [1.0]
     s_wp: list[float] = [0.0]
     q_wp: list[np.ndarray] = [q_start]
     q_prev = q_start
     margin = cfg.joint_limit_margin_rad
     line = _LinePoses(p0, p1, q0, np.asarray(goal_quaternion_wxyz, dtype=float))
-    lo_l = (kin.lower_rad + margin).tolist()
-    hi_l = (kin.upper_rad - margin).tolist()
+    lower_l, upper_l = kin.lower_rad.tolist(), kin.upper_rad.tolist()
+    lo_l = [v + margin for v in lower_l]
+    hi_l = [v - margin for v in upper_l]
+    poses = [line.xyzquat(v) for v in s_values]
+    max_step = cfg.max_joint_step_rad
+    max_iterations = cfg.ik_max_iterations
+    solve, target_pose = kin.solve_near, kin.target_pose
     ik_solves = 0
+    qpl = q_prev.tolist()
+    qpl_prev: list[float] | None = None
+    # IK, joint limits and jumps waypoint by waypoint; self-collision of the solved waypoints
+    # after (a loop of each keeps its code hot). A failure of the first loop is reported
+    # when no earlier waypoint collides, exactly as if the checks ran waypoint by waypoint.
+    ik_failure: PathPlan | None = None
+    tol_p_final, tol_r_final = cfg.ik_position_tolerance_m, cfg.ik_rotation_tolerance_rad
+    tol_p_path, tol_r_path = 5 * tol_p_final, 5 * tol_r_final
     for i in range(1, n_seg + 1):
         s = s_values[i]
         final = i == n_seg
-        T = line.at(s)
-        tol_p = cfg.ik_position_tolerance_m if final else 5 * cfg.ik_position_tolerance_m
-        tol_r = cfg.ik_rotation_tolerance_rad if final else 5 * cfg.ik_rotation_tolerance_rad
-        # The waypoints are evenly spaced on a smooth path: the joints extrapolated from the
-        # last ones are usually within tolerance already, and IK only has to confirm them.
-        seed = _extrapolate(q_wp)
-        res = kin.solve_ik(
-            T, seed, max_iterations=cfg.ik_max_iterations, position_tolerance_m=tol_p, rotation_tolerance_rad=tol_r
+        tol_p = tol_p_final if final else tol_p_path
+        tol_r = tol_r_final if final else tol_r_path
+        target = target_pose(poses[i])
+        # The waypoints are evenly spaced on a smooth path: the joints extrapolated linearly
+        # from the last two are usually within tolerance already, and IK only has to confirm
+        # them (plain floats, clamped to the joint limits).
+        extrapolated = qpl if qpl_prev is None else [2.0 * v - u for v, u in zip(qpl, qpl_prev, strict=True)]
+        seed = np.array(
+            [lo if x < lo else hi if x > hi else x for x, lo, hi in zip(extrapolated, lower_l, upper_l, strict=True)]
+        )
+        q = solve(
+            target,
+            seed,
+            max_iterations=max_iterations,
+            position_tolerance_m=tol_p,
+            rotation_tolerance_rad=tol_r,
+            seed_within_limits=True,
         )
         ik_solves += 1
-        if not res.success and len(q_wp) > 1:  # from the last waypoint itself
+        if q is None and len(q_wp) > 1:  # from the last waypoint itself
+            q = solve(
+                target, q_prev, max_iterations=max_iterations, position_tolerance_m=tol_p, rotation_tolerance_rad=tol_r
+            )
+            ik_solves += 1
+        if q is None:
+            # the last attempt again, for its diagnosis (limited joint)
+            T = line.at(s)
             res = kin.solve_ik(
                 T,
-                q_prev,
-                max_iterations=cfg.ik_max_iterations,
+                q_prev if len(q_wp) > 1 else seed,
+                max_iterations=max_iterations,
                 position_tolerance_m=tol_p,
                 rotation_tolerance_rad=tol_r,
             )
-            ik_solves += 1
-        if not res.success:
             pct = f"{100 * s:.0f}% of the way ({_fmt_vec(T[:3, 3])})"
             if res.reason == "joint_limit":
-                return failed(
+                ik_failure = failed(
                     JOINT_LIMIT,
                     _joint_limit_message(kin, res.limited_joint, goal_quaternion_wxyz, pct, final),
                     s,
@@ -367,15 +406,16 @@ def plan_sweep(
                     q_wp,
                     limited_joint=res.limited_joint,
                 )
-            return failed(IK_FAILED, _ik_message(kin, cfg, q_start, goal_T, pct, final), s, s_wp, q_wp)
-        q = res.q
-        pct = f"{100 * s:.0f}% of the way"
-        ql, qpl = q.tolist(), q_prev.tolist()
+            else:
+                ik_failure = failed(IK_FAILED, _ik_message(kin, cfg, q_start, goal_T, pct, final), s, s_wp, q_wp)
+            break
+        ql = q.tolist()
         inside = all(lo <= v <= hi for lo, v, hi in zip(lo_l, ql, hi_l, strict=True))
         jump = max(abs(a - b) for a, b in zip(ql, qpl, strict=True))
         if not inside:
+            pct = f"{100 * s:.0f}% of the way"
             joint = kin.joint_at_limit(q, margin + 1e-6)
-            return failed(
+            ik_failure = failed(
                 JOINT_LIMIT,
                 _joint_limit_message(kin, joint, goal_quaternion_wxyz, pct, final),
                 s,
@@ -383,8 +423,10 @@ def plan_sweep(
                 q_wp,
                 limited_joint=joint,
             )
-        if jump > cfg.max_joint_step_rad:
-            return failed(
+            break
+        if jump > max_step:
+            pct = f"{100 * s:.0f}% of the way"
+            ik_failure = failed(
                 IK_FAILED,
                 f"the straight path needs a joint flip of {jump:.2f} rad at {pct} "
                 "(a singular or wrist-flipping configuration); approach the target from another "
@@ -393,21 +435,28 @@ def plan_sweep(
                 s_wp,
                 q_wp,
             )
-        if collision.in_collision(q):
+            break
+        s_wp.append(s)
+        q_wp.append(q)
+        q_prev, qpl, qpl_prev = q, ql, qpl
+    in_collision = collision.in_collision
+    for j in range(1, len(q_wp)):
+        q = q_wp[j]
+        if in_collision(q):
+            pct = f"{100 * s_wp[j]:.0f}% of the way"
             links = tuple(collision.colliding_links(q))
             names = ", ".join(f"{a}-{b}" for a, b in links) or "two links"
             return failed(
                 SELF_COLLISION,
                 f"the arm would hit itself ({names}) at {pct}; choose another "
                 "orientation or approach, or go through an intermediate pose",
-                s,
-                s_wp,
-                q_wp,
+                s_wp[j],
+                s_wp[:j],
+                q_wp[:j],
                 colliding_links=links,
             )
-        s_wp.append(s)
-        q_wp.append(q)
-        q_prev = q
+    if ik_failure is not None:
+        return ik_failure
     plan = PathPlan(
         True,
         TARGET_REACHED,
