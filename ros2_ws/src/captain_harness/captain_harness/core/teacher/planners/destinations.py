@@ -116,7 +116,13 @@ class Destination:
         shift = np.zeros(3)
         if self.click and self.region_key() in REGION_AIM_SHIFT_M:
             shift = rot_z(scene.yaw(self.click)) @ np.asarray(REGION_AIM_SHIFT_M[self.region_key()])
-        extra = self._toward_robot(scene) + self._share_offset(scene)
+        toward, share = self._toward_robot(scene), self._share_offset(scene)
+        if self._shared():  # side by side: the shift toward the robot may not push the outer ones out
+            axis = self.share_axis(scene)
+            along = float(toward[:2] @ axis[:2])
+            room = max(0.0, max(self.half_xy_m()) - AIM_EDGE_MARGIN_M - self._spread())
+            toward = toward - axis * (along - float(np.clip(along, -room, room)))
+        extra = toward + share
         if self.click:  # both shifts together keep the aim AIM_EDGE_MARGIN_M inside the region
             R = rot_z(scene.yaw(self.click))
             limit = np.maximum(np.asarray(self.half_xy_m()) - AIM_EDGE_MARGIN_M, 0.0)
@@ -137,14 +143,21 @@ class Destination:
 
     def _share_offset(self, scene: SceneView) -> np.ndarray:
         """Side-by-side aims when several objects go to one region (``share`` = (index, count))."""
-        index, count = self.share
-        if count <= 1 or (self.container and not self.region):  # side by side inside a basket too
+        if not self._shared():
             return np.zeros(3)
+        index, count = self.share
+        t = (index - (count - 1) / 2.0) * (2.0 * self._spread() / (count - 1))
+        return self.share_axis(scene) * t
+
+    def _shared(self) -> bool:
+        """Whether objects are set side by side here (a region several objects go to; inside
+        a basket too, not in a container named as a whole)."""
+        return self.share[1] > 1 and not (self.container and not self.region)
+
+    def _spread(self) -> float:
+        """How far the outer aims of a shared region are from its centre, m."""
         hx, hy = self.half_xy_m()
-        axis = self.share_axis(scene)
-        spread = self.share_spread_m if self.share_spread_m is not None else min(max(hx, hy) * 0.55, 0.045)
-        t = (index - (count - 1) / 2.0) * (2.0 * spread / max(count - 1, 1))
-        return axis * t
+        return self.share_spread_m if self.share_spread_m is not None else min(max(hx, hy) * 0.55, 0.045)
 
     def share_axis(self, scene: SceneView) -> np.ndarray:
         """The direction (unit, base frame) along which objects sharing the region are set
