@@ -150,9 +150,10 @@ class Destination:
         return self.share_axis(scene) * t
 
     def _shared(self) -> bool:
-        """Whether objects are set side by side here (a region several objects go to; inside
-        a basket too, not in a container named as a whole)."""
-        return self.share[1] > 1 and not (self.container and not self.region)
+        """Whether objects are set side by side here: a region several objects go to, not a
+        container (dropped into a basket, they settle against its walls: aimed off its middle
+        they land on the rim)."""
+        return self.share[1] > 1 and not self.container
 
     def _spread(self) -> float:
         """How far the outer aims of a shared region are from its centre, m."""

@@ -47,6 +47,9 @@ TOP_DOWN = np.array([0.0, 2**-0.5, 2**-0.5, 0.0])
 #: Into a narrow compartment the held object's bottom is released this far below the
 #: destination's measured top (inside its walls, so it cannot topple over them), m.
 SLOT_RELEASE_BELOW_TOP_M = 0.05
+#: Kinds whose measured outline is widened by a handle or spout, so that its centre is off
+#: the body's (corrected for when carrying them to a target).
+WIDENED_OUTLINE_KINDS = frozenset({"mug", "moka_pot"})
 
 
 class PlanError(RuntimeError):
@@ -654,7 +657,8 @@ def _place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpe
                      f"{direction_words(corr)} of the {dlab}'s measured centre")
     else:
         lines.append('target = np.array(d["center_xy_m"])')
-    body = _outline_offset(ctx, obj)
+    widened = kind_of(obj) in WIDENED_OUTLINE_KINDS and _slot_jaw(ctx, obj, dest, spec) is None
+    body = _outline_offset(ctx, obj) if widened else None
     if body is not None and getattr(ctx, "adopt_held", None) is not True:
         lines.append(f"target += {vec(body)}  # the {olab}'s outline centre is {direction_words(body)} of its body's")
     meta: dict = {}
