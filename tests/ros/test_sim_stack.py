@@ -29,8 +29,11 @@ TOP_DOWN = [0.0, 2**-0.5, 2**-0.5, 0.0]
 @pytest.fixture(scope="module")
 def stack():
     with isolated_domain():
+        # sim_speed: the mock arm runs at most 20x real time, so the slow sweeps the cancel tests
+        # interrupt last seconds however fast the harness streams
         stack = Stack("sim", "--param", "harness.driver=mock", "--param", "harness.camera_rate_hz=5.0",
-                      "--param", "harness.diagnostics_rate_hz=5.0", ready_timeout_s=120.0)
+                      "--param", "harness.diagnostics_rate_hz=5.0", "--param", "harness.sim_speed=20.0",
+                      ready_timeout_s=120.0)
         client = Client()
         try:
             yield stack, client
@@ -203,8 +206,14 @@ def test_camera_topics_and_diagnostics(stack) -> None:
         client.node.create_subscription(CameraInfo, "agentview/color/camera_info", got["info"].append, 10),
         client.node.create_subscription(DiagnosticArray, "diagnostics", got["diag"].append, 10),
     ]
+    nodes = ("/harness: driver", "/episode_runner: episodes", "/perception: perception")
+
+    def every_node_reported() -> bool:  # each node publishes its own diagnostics, at its own pace
+        names = {s.name for msg in list(got["diag"]) for s in msg.status}
+        return len(got["diag"]) > 3 and all(n in names for n in nodes)
+
     deadline = time.monotonic() + 30.0
-    while time.monotonic() < deadline and not (got["rgb"] and got["depth"] and got["info"] and len(got["diag"]) > 3):
+    while time.monotonic() < deadline and not (got["rgb"] and got["depth"] and got["info"] and every_node_reported()):
         time.sleep(0.1)
     for sub in subs:
         client.node.destroy_subscription(sub)

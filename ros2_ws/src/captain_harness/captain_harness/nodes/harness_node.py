@@ -70,6 +70,10 @@ from captain_interfaces.action import Hold, MoveTo, Recover, Release
 from captain_interfaces.srv import DescribeRobot, HostState, ResetEpisode, RobotCall
 
 ACTION_TYPES = {"move_to": MoveTo, "hold": Hold, "recover": Recover, "release": Release}
+#: Feedback travels on a topic and the result by a service, and rclpy's action client drops
+#: feedback that arrives after the result: the goal's end waits this long after its last
+#: feedback (s), so clients see the final progress.
+FINAL_FEEDBACK_LEAD_S = 0.03
 #: Groups whose calls the harness serves one service each (perception and measurement
 #: services are the perception node's).
 SERVICE_GROUPS = ("planning", "state")
@@ -219,6 +223,7 @@ class HarnessNode(Node):
         if hasattr(result, "max_observed_force_n"):
             result.max_observed_force_n = float(value.get("max_observed_force_n") or 0.0)
         cancelled = outcome.result.get("failure_category") == FailureCategory.CANCELLED.value
+        time.sleep(FINAL_FEEDBACK_LEAD_S)
         if cancelled and goal_handle.is_cancel_requested:
             goal_handle.canceled()
         elif outcome.result.get("success"):
