@@ -100,7 +100,6 @@ class HarnessNode(Node):
             motion=motion_config(p)))
         self.timing = diag.MotionTiming()
         self._goal_lock = threading.Lock()
-        self._last_feedback_t = 0.0  # time.monotonic() of the last feedback published
         self._active_goal: str | None = None
         self._stop = threading.Event()
         self._group = ReentrantCallbackGroup()
@@ -224,7 +223,7 @@ class HarnessNode(Node):
         if hasattr(result, "max_observed_force_n"):
             result.max_observed_force_n = float(value.get("max_observed_force_n") or 0.0)
         cancelled = outcome.result.get("failure_category") == FailureCategory.CANCELLED.value
-        time.sleep(max(0.0, FINAL_FEEDBACK_LEAD_S - (time.monotonic() - self._last_feedback_t)))
+        time.sleep(FINAL_FEEDBACK_LEAD_S)
         if cancelled and goal_handle.is_cancel_requested:
             goal_handle.canceled()
         elif outcome.result.get("success"):
@@ -246,7 +245,6 @@ class HarnessNode(Node):
             position, quaternion = self.host.motion.tcp_pose(state.joint_positions_rad)
             fb.tcp_pose = pose_msg(position, quaternion)
         goal_handle.publish_feedback(fb)
-        self._last_feedback_t = time.monotonic()
         self.timing.feedback()
 
     # ------------------------------------------------------------------- services
