@@ -55,6 +55,17 @@ def test_move_to_feedback_result_and_cancel(server) -> None:
     try:
         client = ActionClient(node, MoveTo, "move_to")
         assert client.wait_for_server(timeout_sec=15.0), "MoveTo server not discovered"
+        # The server may not have matched this client's reply reader yet (a reply it cannot
+        # deliver is dropped): a goal it rejects is resent until it is answered.
+        invalid = MoveTo.Goal(position_m=[float("nan"), 0.0, 0.0])
+        for attempt in range(8):
+            try:
+                probe = _wait(node, client.send_goal_async(invalid), timeout_s=2.0)
+                break
+            except AssertionError:
+                if attempt == 7:
+                    raise
+        assert not probe.accepted
 
         feedback: list[float] = []
         goal = MoveTo.Goal(position_m=[0.1, 0.0, 0.05])

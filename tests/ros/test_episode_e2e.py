@@ -31,7 +31,6 @@ def _teacher() -> str:
 
 def test_teacher_episode_over_ros_reaches_strict_success(tmp_path: Path) -> None:
     from action_msgs.msg import GoalStatus
-    from rclpy.action import ActionClient
 
     from captain_interfaces.action import RunEpisode
     from captain_interfaces.srv import DescribeRobot
@@ -46,8 +45,7 @@ def test_teacher_episode_over_ros_reaches_strict_success(tmp_path: Path) -> None
             if "observe" not in names:
                 pytest.skip("the harness's robot API has no perception calls on this install "
                             "(captain_perception is not registered with the episode backend)")
-            action = ActionClient(client.node, RunEpisode, "run_episode")
-            assert action.wait_for_server(timeout_sec=30.0)
+            action = client.action(RunEpisode, "run_episode")
             feedback: list = []
             handle = client.wait(action.send_goal_async(
                 RunEpisode.Goal(task="libero_spatial/0", init_state=0, policy=policy),

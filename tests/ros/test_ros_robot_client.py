@@ -136,7 +136,6 @@ def test_episode_action_replays_an_in_process_episode(stack, robot, tmp_path: Pa
     """The same scripted episode, once in-process and once through the episode action
     against the harness node: the same receipts request by request."""
     from action_msgs.msg import GoalStatus
-    from rclpy.action import ActionClient
 
     from captain_harness.core.episode.loop import LoopConfig
     from captain_harness.core.episode.policy.replay import ReplayPolicy
@@ -159,8 +158,7 @@ def test_episode_action_replays_an_in_process_episode(stack, robot, tmp_path: Pa
 
     client = Client()
     try:
-        action = ActionClient(client.node, RunEpisode, "run_episode")
-        assert action.wait_for_server(timeout_sec=30.0)
+        action = client.action(RunEpisode, "run_episode")
         feedback: list = []
         goal = RunEpisode.Goal(task="mock/empty", init_state=-1, policy="replay",
                                settings_json=json.dumps({"policy_options": {"record": str(rows)},
@@ -192,7 +190,6 @@ def test_episode_action_replays_an_in_process_episode(stack, robot, tmp_path: Pa
 def test_cancelling_an_episode_holds_the_arm_and_ends_it(stack, tmp_path: Path) -> None:
     import numpy as np
     from action_msgs.msg import GoalStatus
-    from rclpy.action import ActionClient
     from sensor_msgs.msg import JointState
 
     from captain_harness.core.episode.policy.replay import ReplayPolicy
@@ -210,8 +207,7 @@ def test_cancelling_an_episode_holds_the_arm_and_ends_it(stack, tmp_path: Path) 
     try:
         states: list = []
         client.node.create_subscription(JointState, "joint_states", lambda m: states.append(np.array(m.position)), 50)
-        action = ActionClient(client.node, RunEpisode, "run_episode")
-        assert action.wait_for_server(timeout_sec=30.0)
+        action = client.action(RunEpisode, "run_episode")
         handle = client.wait(action.send_goal_async(RunEpisode.Goal(
             task="mock/empty", init_state=-1, policy="replay",
             settings_json=json.dumps({"policy_options": {"record": str(rows)}}))))

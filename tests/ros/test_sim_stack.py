@@ -50,14 +50,10 @@ def _tcp(client: Client) -> np.ndarray:
 
 
 def _action(client: Client, name: str):
-    from rclpy.action import ActionClient
-
     from captain_interfaces.action import Hold, MoveTo, Recover, Release
 
     types = {"move_to": MoveTo, "hold": Hold, "recover": Recover, "release": Release}
-    action = ActionClient(client.node, types[name], name)
-    assert action.wait_for_server(timeout_sec=30.0), f"{name} action not available"
-    return action, types[name]
+    return client.action(types[name], name), types[name]
 
 
 def test_ready_line_names_every_node(stack) -> None:

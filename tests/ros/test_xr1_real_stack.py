@@ -34,7 +34,6 @@ def test_without_a_robot_the_stack_is_not_ready_and_says_why() -> None:
 
 def test_xr1_real_drives_fake_hardware(tmp_path: Path) -> None:
     from action_msgs.msg import GoalStatus
-    from rclpy.action import ActionClient
 
     from captain_interfaces.action import MoveTo
 
@@ -48,8 +47,7 @@ def test_xr1_real_drives_fake_hardware(tmp_path: Path) -> None:
             client = Client()
             try:
                 start = np.asarray(client.robot_call("get_robot_state")["value"]["end_effector_position_m"])
-                action = ActionClient(client.node, MoveTo, "move_to")
-                assert action.wait_for_server(timeout_sec=30.0)
+                action = client.action(MoveTo, "move_to")
                 target = start + np.array([0.03, 0.0, -0.03])
                 handle = client.wait(action.send_goal_async(MoveTo.Goal(position_m=target.tolist(),
                                                                         speed_m_s=0.05)))

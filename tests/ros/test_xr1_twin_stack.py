@@ -19,7 +19,6 @@ pytestmark = [pytest.mark.ros, pytest.mark.e2e, pytest.mark.sim, pytest.mark.slo
 
 def test_xr1_driver_moves_the_twin_arm(tmp_path: Path) -> None:
     from action_msgs.msg import GoalStatus
-    from rclpy.action import ActionClient
     from sensor_msgs.msg import JointState
 
     from captain_interfaces.action import MoveTo
@@ -37,8 +36,7 @@ def test_xr1_driver_moves_the_twin_arm(tmp_path: Path) -> None:
             start = np.asarray(client.robot_call("get_robot_state")["value"]["end_effector_position_m"])
             states: list = []
             client.node.create_subscription(JointState, "joint_states", states.append, 50)
-            action = ActionClient(client.node, MoveTo, "move_to")
-            assert action.wait_for_server(timeout_sec=30.0)
+            action = client.action(MoveTo, "move_to")
             target = start + np.array([0.0, 0.05, 0.03])
             feedback: list = []
             handle = client.wait(action.send_goal_async(
