@@ -89,3 +89,28 @@ def test_wrist_and_head_agree(scene):
         det = scene["api"].call("mark_point", (handle, camera, *uv)).result["value"]["detection_id"]
         centres.append(scene["api"].call("measure_object_geometry", (det,)).result["value"]["object"]["center_m"])
     assert np.linalg.norm(np.array(centres[0]) - np.array(centres[1])) < 0.01
+
+
+def test_object_and_destination_must_be_distinct_regions(scene):
+    """Two clicks on one object as object and destination would measure a zero offset
+    whatever the scene: refused with a message saying what to change; a cube against the
+    plate (two regions) is measured, its offset matching the true one."""
+    handle = scene["obs"]["value"]["observation_handle"]
+    api = scene["api"]
+
+    def mark(name: str) -> str:
+        uv = _click(scene, name)
+        assert uv is not None, f"{name} not visible"
+        return api.call("mark_point", (handle, HEAD_CAMERA, *uv), {"granularity": "object"}).result["value"][
+            "detection_id"]
+
+    cube, cube_again, plate = mark("red_cube"), mark("red_cube"), mark("plate")
+    same = api.call("measure_object_geometry", (cube, cube_again))
+    assert not same.result["success"] and same.result["failure_category"] == "invalid_argument"
+    assert "same region" in same.result["message"] and "mark each on its own body" in same.result["message"]
+    assert api.call("measure_object_geometry", (cube, cube)).result["failure_category"] == "invalid_argument"
+    apart = api.call("measure_object_geometry", (cube, plate)).result
+    assert apart["success"], apart["message"]
+    truth = scene["truth"]
+    offset = truth.object_truth("red_cube").center_m[:2] - truth.object_truth("plate").center_m[:2]
+    assert np.linalg.norm(np.array(apart["value"]["object_to_destination_xy_offset_m"]) - offset) < 0.015

@@ -61,6 +61,9 @@ IMAGE_SUFFIX = {HEAD_CAMERA: "head", WRIST_CAMERA: "wrist"}
 #: Other names accepted for the two cameras.
 CAMERA_ALIASES = {"head": HEAD_CAMERA, "wrist": WRIST_CAMERA, "hand": WRIST_CAMERA}
 GRANULARITIES = ("point", "object")
+#: measure_object_geometry refuses an object and a destination of one image whose regions
+#: share at least this fraction of their union (intersection over union: one region)
+SAME_REGION_OVERLAP = 0.8
 SELECT_CRITERIA = ("score", "largest", "smallest", "leftmost", "rightmost", "topmost", "bottommost",
                    "highest", "lowest", "nearest", "farthest", "between")
 
@@ -509,6 +512,8 @@ class Perception:
         cameras = as_choice("cameras", cameras, CAMERA_CHOICES)
         obj_det = self.store.detection(object_id, name="object_id")
         dest_det = self.store.detection(destination_id, name="destination_id") if destination_id is not None else None
+        if dest_det is not None:
+            self._require_distinct_regions(obj_det, dest_det)
         obj = self._geometry(obj_det, shape, cameras)
         dest = self._geometry(dest_det, shape, cameras) if dest_det is not None else None
         value: dict[str, Any] = {"object": {"detection_id": obj_det.detection_id, **obj.to_dict()},
@@ -537,6 +542,23 @@ class Perception:
         fields.append(("resting_height_consistent", consistent))
         result = ok(value)
         return CallOutcome(result, format_receipt("measure_object_geometry", result, fields))
+
+    def _require_distinct_regions(self, obj_det: Detection, dest_det: Detection) -> None:
+        """Refuse an object and a destination that are one region of one image: their offset
+        would be about zero whatever the scene (e.g. both clicks landed on the object, or
+        the object and what it rests on were segmented together)."""
+        if obj_det.observation_handle != dest_det.observation_handle or obj_det.camera != dest_det.camera:
+            return
+        obs = self.store.observation(obj_det.observation_handle)
+        a = detection_mask(obs, obj_det, self.config.region)
+        b = detection_mask(obs, dest_det, self.config.region)
+        either = int(np.count_nonzero(a | b))
+        shared = int(np.count_nonzero(a & b))
+        if either and shared >= SAME_REGION_OVERLAP * either:
+            raise InvalidPerceptionArgument(
+                f"{obj_det.detection_id} and {dest_det.detection_id} are the same region of {obj_det.camera} "
+                f"({shared} of {either} pixels shared), so their offset would mean nothing; mark each on its own "
+                "body (the object where it does not touch the destination), or look from another camera")
 
     @primitive(group="measurement")
     @_guarded

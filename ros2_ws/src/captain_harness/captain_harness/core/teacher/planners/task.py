@@ -22,7 +22,13 @@ from captain_harness.core.teacher.planners.common import Plan
 from captain_harness.core.teacher.planners.destinations import Destination, destination_for, share_spread_m
 from captain_harness.core.teacher.planners.lift import pick_up
 from captain_harness.core.teacher.planners.pick_place import PlanError, pick_and_place
-from captain_harness.core.teacher.planners.verify import Relation, all_goals_met, finish_step, verify_and_finish
+from captain_harness.core.teacher.planners.verify import (
+    Relation,
+    all_goals_met,
+    finish_step,
+    measured_within,
+    verify_and_finish,
+)
 
 RELATIONS = ("on", "in")
 ARTICULATIONS = ("open", "close", "turnon", "turnoff")
@@ -118,16 +124,20 @@ def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
     fixes = 0
     finishes = 0
     while True:
-        yield from verify_and_finish(ctx, relations, others, held)
+        fb = yield from verify_and_finish(ctx, relations, others, held)
         # still here: finish() was not called, or it was rejected
         if all_goals_met(ctx) or ctx.failure_done:  # an injected failure goes unnoticed
+            within = measured_within(fb)
             while finishes < 3:
                 finishes += 1
-                fb = yield finish_step(
-                    ctx,
-                    "The fresh measurements and the images show the task done; calling finish()."
-                    if finishes == 1 else
-                    "The gate asks for more evidence, but the scene is as it should be; finishing again.")
+                if finishes > 1:
+                    why = "The gate asks for more evidence, but the scene is as it should be; finishing again."
+                elif within is False:
+                    why = ("The measurement stays just outside the tolerance, but the images show everything in "
+                           "place; calling finish().")
+                else:
+                    why = "The fresh measurements and the images show the task done; calling finish()."
+                fb = yield finish_step(ctx, why)
                 del fb
             return
         if fixes >= 2 or ctx.actions_left() < 12 or ctx.requests_left() < 6:

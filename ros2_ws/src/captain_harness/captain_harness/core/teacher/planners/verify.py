@@ -3,12 +3,14 @@ against the TASK.md tolerance, then ``finish()``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from captain_harness.core.teacher import cells
 from captain_harness.core.teacher.cells import num
 from captain_harness.core.teacher.context import HEAD, WRIST, Step, TeacherContext
+from captain_harness.core.teacher.feedback import Feedback
 from captain_harness.core.teacher.objects import label_of
 from captain_harness.core.teacher.planners.common import Plan, look_and_click, target
 from captain_harness.core.teacher.planners.destinations import Destination
@@ -16,6 +18,8 @@ from captain_harness.core.teacher.planners.pick_place import move_to_view, short
 
 #: The TASK.md tolerance on the measured centre distance of a relation, m.
 XY_TOLERANCE_M = 0.02
+
+_WITHIN_RE = re.compile(r"^within tolerance: (True|False)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,8 @@ class Relation:
 
 def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], others: Sequence[str],
                       held: Sequence[str] = ()) -> Plan:
-    """Observe, measure each relation, print the numbers; finish when they are in tolerance.
+    """Observe, measure each relation, print the numbers and whether they are in
+    tolerance (``within tolerance: True|False``); finish when they are.
 
     Args:
         relations: relation goals, in order.
@@ -80,8 +85,8 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], others
     within = " and ".join(checks) or "True"
     words = ", ".join([f"the {label_of(r.obj)} against the {r.dest.label}" for _, _, r in pairs] + list(others)
                       + [f"the {label_of(n)} still held up in the jaws" for n in held])
+    lines.append(f"ok = {within}\nprint(\"within tolerance:\", ok)")
     if done and ctx.style.finish_inline:
-        lines.append(f"ok = {within}\nprint(\"within tolerance:\", ok)")
         lines.append('if ok:\n    print(robot.finish()["message"])')
         reasoning = (f"Everything should be in place. A fresh look and fresh measurements ({words}) against the "
                      f"{num(XY_TOLERANCE_M * 100)} cm tolerance of TASK.md; if they pass I finish right away.")
@@ -90,6 +95,14 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], others
                      f"{num(XY_TOLERANCE_M * 100)} cm tolerance of TASK.md.")
     fb = yield Step(reasoning, ["\n".join(lines)])
     return fb
+
+
+def measured_within(fb: Feedback | None) -> bool | None:
+    """What the last verifying cell printed as ``within tolerance:`` (None: nothing)."""
+    if fb is None:
+        return None
+    m = _WITHIN_RE.findall(fb.text)
+    return None if not m else m[-1] == "True"
 
 
 def finish_step(ctx: TeacherContext, reason: str) -> Step:
