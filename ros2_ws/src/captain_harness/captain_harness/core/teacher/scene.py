@@ -236,10 +236,12 @@ class SceneView:
         """Tool centre point in the base frame, m."""
         return self.to_base(self.snapshot.ee_position_m)
 
-    def click_candidates(self, name: str, camera: CameraModel) -> np.ndarray:
+    def click_candidates(self, name: str, camera: CameraModel, wall_height_frac: float = 0.65,
+                         wall_radius_frac: float = 0.97) -> np.ndarray:
         """Points worth clicking on an object: the outer wall facing the camera for hollow
-        things (a click inside a bowl lands on whatever it holds or on its floor), a ring
-        on the rim of plates, the top face of everything else."""
+        things (a click inside a bowl lands on whatever it holds or on its floor; seen from
+        the side, at ``wall_height_frac`` of its height and ``wall_radius_frac`` of its
+        radius), a ring on the rim of plates, the top face of everything else."""
         box = self.box(name)
         kind = kind_of(name)
         radius = float(min(box.half_m[0], box.half_m[1]))
@@ -254,9 +256,9 @@ class SceneView:
                                   box.center_m[1] + 0.62 * radius * math.sin(a), z] for a in angles])
             heading = math.atan2(toward[1], toward[0])
             angles = heading + np.radians(np.linspace(-50.0, 50.0, 11))
-            z = box.bottom_z_m + 0.65 * 2.0 * box.half_m[2]
-            return np.array([[box.center_m[0] + 0.97 * radius * math.cos(a),
-                              box.center_m[1] + 0.97 * radius * math.sin(a), z] for a in angles])
+            z = box.bottom_z_m + wall_height_frac * 2.0 * box.half_m[2]
+            return np.array([[box.center_m[0] + wall_radius_frac * radius * math.cos(a),
+                              box.center_m[1] + wall_radius_frac * radius * math.sin(a), z] for a in angles])
         if kind == "plate":
             angles = np.radians(np.arange(0.0, 360.0, 20.0))
             z = box.top_z_m - 0.004

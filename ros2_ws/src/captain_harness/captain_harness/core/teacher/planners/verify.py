@@ -7,14 +7,17 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from captain_harness.core.teacher import cells
 from captain_harness.core.teacher.cells import num
 from captain_harness.core.teacher.context import HEAD, WRIST, Step, TeacherContext
 from captain_harness.core.teacher.feedback import Feedback
-from captain_harness.core.teacher.objects import label_of
+from captain_harness.core.teacher.objects import kind_of, label_of
 from captain_harness.core.teacher.planners.common import Plan, look_and_click, target
 from captain_harness.core.teacher.planners.destinations import Destination
 from captain_harness.core.teacher.planners.pick_place import move_to_view, short_name
+from captain_harness.core.teacher.scene import HOLLOW_KINDS
 
 #: The TASK.md tolerance on the measured centre distance of a relation, m.
 XY_TOLERANCE_M = 0.02
@@ -54,7 +57,7 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], others
         if dv_f not in used:
             targets.append(target(dv_f, rel.dest.click, ignore=(rel.obj,)))
             used.add(dv_f)
-        targets.append(target(ov, rel.obj))
+        targets.append(target(ov, rel.obj, points=_high_wall_points(ctx, rel.obj)))
         pairs.append((ov, dv_f, rel))
     lines: list[str] = []
     if targets:
@@ -95,6 +98,16 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], others
                      f"{num(XY_TOLERANCE_M * 100)} cm tolerance of TASK.md.")
     fb = yield Step(reasoning, ["\n".join(lines)])
     return fb
+
+
+def _high_wall_points(ctx: TeacherContext, name: str) -> np.ndarray | None:
+    """Click candidates high on a hollow object's outer wall as the head camera sees it
+    (None: the usual ones). Once it rests on its destination, a click low on a bowl's
+    tapering wall can land on what it stands on, and both clicks then mark one region."""
+    camera = ctx.cameras.get(HEAD)
+    if camera is None or kind_of(name) not in HOLLOW_KINDS:
+        return None
+    return ctx.scene.click_candidates(name, camera, wall_height_frac=0.85, wall_radius_frac=0.93)
 
 
 def measured_within(fb: Feedback | None) -> bool | None:
