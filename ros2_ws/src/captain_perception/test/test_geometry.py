@@ -70,3 +70,41 @@ def test_too_few_points_fail_clearly():
         measure_points(np.zeros((5, 3)))
     with pytest.raises(NothingFoundError):
         measure_points(np.full((100, 3), np.nan))
+
+
+def _disc(cx: float, cy: float, r: float, n: int = 20000) -> np.ndarray:
+    rr = r * np.sqrt(RNG.uniform(0, 1, n))
+    a = RNG.uniform(0, 2 * np.pi, n)
+    return np.stack([cx + rr * np.cos(a), cy + rr * np.sin(a)], 1)
+
+
+@pytest.mark.parametrize("cut", ["shadow", "crescent"])
+def test_partly_hidden_plate_keeps_its_centre_and_radius(cut):
+    # a plate (r 10 cm) seen from the front (+x) with a bowl (r 6.5 cm) standing on it:
+    # "shadow": the bowl and the strip behind it are hidden, most of the rim stays in view;
+    # "crescent": only the front crescent is seen (under half the rim, ending in straight
+    # cuts), where the smallest enclosing circle of the points is 2.3 cm off toward +x
+    plate = _disc(0.70, 0.20, 0.10)
+    bowl = np.hypot(plate[:, 0] - 0.69, plate[:, 1] - 0.20) < 0.065
+    behind = (plate[:, 0] < 0.69) & (np.abs(plate[:, 1] - 0.20) < 0.065)
+    visible = plate[~bowl & ~behind]
+    if cut == "crescent":
+        visible = visible[visible[:, 0] > 0.72]
+    fp = fit_footprint(visible, "box")
+    assert fp.shape == "circle"
+    assert fp.center_xy_m[0] == pytest.approx(0.70, abs=2e-3)
+    assert fp.center_xy_m[1] == pytest.approx(0.20, abs=2e-3)
+    assert fp.radius_m == pytest.approx(0.10, abs=2e-3)
+
+
+def test_pixel_grid_rectangles_stay_rectangles():
+    # the hull of a rendered box's points has many corners along its straight sides
+    xs, ys = np.meshgrid(np.arange(-0.06, 0.06, 0.002), np.arange(-0.04, 0.04, 0.002))
+    pts = np.stack([xs.ravel(), ys.ravel()], 1) + RNG.normal(0, 4e-4, (xs.size, 2))
+    for yaw in (0.0, 0.4):
+        rot = np.array([[math.cos(yaw), -math.sin(yaw)], [math.sin(yaw), math.cos(yaw)]])
+        fp = fit_footprint(pts @ rot.T, "box")
+        assert fp.shape == "rectangle"
+        assert fp.rectangle_size_m[0] == pytest.approx(0.12, abs=4e-3)
+    square = np.stack(np.meshgrid(np.arange(0, 0.08, 0.002), np.arange(0, 0.08, 0.002)), -1).reshape(-1, 2)
+    assert fit_footprint(square, "box").shape == "rectangle"

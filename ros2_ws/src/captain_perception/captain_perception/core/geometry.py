@@ -5,7 +5,10 @@ From the points of an object's region (one or several cameras) this module estim
 * the **footprint**: the outline of the object seen from above (the convex hull of its
   points projected on the base xy plane), fitted with a circle and with the smallest
   enclosing rectangle; the shape whose area matches the hull better is reported
-  (``"circle"`` or ``"rectangle"``); ``shape="cylinder"`` makes it a circle.
+  (``"circle"`` or ``"rectangle"``); ``shape="cylinder"`` makes it a circle. An outline
+  whose hull corners lie on one circle is that circle even where something hides part of
+  it (a bowl standing on a plate): the circle is fitted through the corners rather than
+  taken as the smallest enclosing one, which would shrink toward the visible side.
   ``radius_m`` is the radius of the smallest circle about the footprint centre that
   contains the footprint (for a circle its radius, for a rectangle half its diagonal);
 * the **heights**: ``top_z_m`` (highest point), ``bottom_z_m`` (lowest point, or the
@@ -189,7 +192,11 @@ def fit_footprint(xy: np.ndarray, shape: str = "box") -> Footprint:
     yaw = _wrap_half_pi(yaw)
     rect_area = max(rw * rh * 1e-6, 1e-12)
     circ_area = max(math.pi * crad_m ** 2, 1e-12)
-    if shape == "cylinder":
+    rim = _rim_circle(hull.reshape(-1, 2).astype(np.float64), float(crad))
+    if rim is not None:  # an outline on one circle, at most one stretch hidden
+        (ccx, ccy), crad = rim
+        crad_m = float(crad) * 1e-3
+    if shape == "cylinder" or rim is not None:
         kind = "circle"
     else:
         # a disc fills ~100 % of its circle and pi/4 of its rectangle; a rectangle fills
@@ -210,6 +217,66 @@ def fit_footprint(xy: np.ndarray, shape: str = "box") -> Footprint:
         yaw_rad=float(yaw),
         area_m2=area,
     )
+
+
+#: Largest RMS distance (mm) of the hull's corners from the rim circle, and as a share of
+#: its radius, for an outline to count as one circle.
+RIM_RMS_MM = 1.5
+RIM_RMS_FRACTION = 0.03
+#: Smallest arc (degrees) of the rim that must be seen for the rim fit to be trusted.
+RIM_MIN_ARC_DEG = 120.0
+
+
+def _rim_circle(hull_mm: np.ndarray, enclosing_radius_mm: float) -> tuple[tuple[float, float], float] | None:
+    """The circle through a round outline's hull corners (millimetres), or None.
+
+    Something standing on a plate, or the plate's own far side, hides part of its outline;
+    the smallest enclosing circle of what remains is then too small and shifted toward the
+    camera. The hull corners of what remains lie on the rim, except where the hidden
+    stretch begins and ends, where they lie inside it; so a least-squares circle is fitted
+    through the corners, dropping those well inside and refitting. It is accepted only
+    when no corner lies outside it, the kept corners lie on it (RMS within ``RIM_RMS_MM``
+    or ``RIM_RMS_FRACTION`` of its radius), the outline leaves the rim along at most one
+    stretch (a rectangle leaves it along all four sides), and the kept corners span at
+    least ``RIM_MIN_ARC_DEG`` of it.
+    """
+    if len(hull_mm) < 8:
+        return None
+    keep = np.ones(len(hull_mm), dtype=bool)
+    for _ in range(4):
+        v = hull_mm[keep]
+        a = np.column_stack([2.0 * v[:, 0], 2.0 * v[:, 1], np.ones(len(v))])
+        (cx, cy, c), *_ = np.linalg.lstsq(a, (v ** 2).sum(axis=1), rcond=None)
+        r2 = c + cx * cx + cy * cy
+        if not np.isfinite(r2) or r2 <= 0.0:
+            return None
+        r = math.sqrt(r2)
+        tol = max(RIM_RMS_MM, RIM_RMS_FRACTION * r)
+        inside = r - np.linalg.norm(hull_mm - (cx, cy), axis=1) > 2.0 * tol
+        if np.array_equal(keep, ~inside):
+            break
+        keep = ~inside
+        if keep.sum() < max(8, 0.6 * len(hull_mm)):
+            return None
+    centre = np.array([cx, cy])
+    dist = np.linalg.norm(hull_mm - centre, axis=1)
+    if not 0.97 * enclosing_radius_mm <= r <= 1.5 * enclosing_radius_mm or np.any(dist - r > 2.0 * tol):
+        return None
+    if math.sqrt(float(np.mean((dist[keep] - r) ** 2))) > tol:
+        return None
+    # walk the outline (corners and the middles of the edges between them) and count the
+    # stretches that run inside the rim
+    mid = 0.5 * (hull_mm + np.roll(hull_mm, -1, axis=0))
+    walk = np.empty(2 * len(hull_mm), dtype=bool)
+    walk[0::2] = inside
+    walk[1::2] = r - np.linalg.norm(mid - centre, axis=1) > 2.0 * tol
+    if int(np.count_nonzero(walk & ~np.roll(walk, 1))) > 1:
+        return None
+    ang = np.sort(np.arctan2(hull_mm[keep, 1] - cy, hull_mm[keep, 0] - cx))
+    gaps = np.diff(np.concatenate([ang, ang[:1] + 2.0 * math.pi]))
+    if 360.0 - math.degrees(float(gaps.max())) < RIM_MIN_ARC_DEG:
+        return None
+    return (float(cx), float(cy)), r
 
 
 def _wrap_half_pi(angle: float) -> float:
