@@ -193,7 +193,7 @@ def fit_footprint(xy: np.ndarray, shape: str = "box") -> Footprint:
     rect_area = max(rw * rh * 1e-6, 1e-12)
     circ_area = max(math.pi * crad_m ** 2, 1e-12)
     rim = _rim_circle(hull.reshape(-1, 2).astype(np.float64), float(crad))
-    if rim is not None:  # an outline on one circle, at most one stretch hidden
+    if rim is not None:  # an outline on one circle with one stretch hidden
         (ccx, ccy), crad = rim
         crad_m = float(crad) * 1e-3
     if shape == "cylinder" or rim is not None:
@@ -225,6 +225,9 @@ RIM_RMS_MM = 1.5
 RIM_RMS_FRACTION = 0.03
 #: Smallest arc (degrees) of the rim that must be seen for the rim fit to be trusted.
 RIM_MIN_ARC_DEG = 120.0
+#: How deep inside the rim (in multiples of the RMS tolerance) a stretch of the outline must
+#: reach to count as hidden rim rather than the ragged edge of a mask.
+RIM_STRETCH_DEPTH = 3.0
 
 
 def _rim_circle(hull_mm: np.ndarray, enclosing_radius_mm: float) -> tuple[tuple[float, float], float] | None:
@@ -236,9 +239,10 @@ def _rim_circle(hull_mm: np.ndarray, enclosing_radius_mm: float) -> tuple[tuple[
     stretch begins and ends, where they lie inside it; so a least-squares circle is fitted
     through the corners, dropping those well inside and refitting. It is accepted only
     when no corner lies outside it, the kept corners lie on it (RMS within ``RIM_RMS_MM``
-    or ``RIM_RMS_FRACTION`` of its radius), the outline leaves the rim along at most one
-    stretch (a rectangle leaves it along all four sides), and the kept corners span at
-    least ``RIM_MIN_ARC_DEG`` of it.
+    or ``RIM_RMS_FRACTION`` of its radius), the outline leaves the rim along exactly one
+    stretch (a rectangle leaves it along all four sides; a whole outline never, and its
+    smallest enclosing circle is then the rim), and the kept corners span at least
+    ``RIM_MIN_ARC_DEG`` of it.
     """
     if len(hull_mm) < 8:
         return None
@@ -265,18 +269,38 @@ def _rim_circle(hull_mm: np.ndarray, enclosing_radius_mm: float) -> tuple[tuple[
     if math.sqrt(float(np.mean((dist[keep] - r) ** 2))) > tol:
         return None
     # walk the outline (corners and the middles of the edges between them) and count the
-    # stretches that run inside the rim
+    # stretches that run inside the rim, ignoring those no deeper than the outline's noise
     mid = 0.5 * (hull_mm + np.roll(hull_mm, -1, axis=0))
-    walk = np.empty(2 * len(hull_mm), dtype=bool)
-    walk[0::2] = inside
-    walk[1::2] = r - np.linalg.norm(mid - centre, axis=1) > 2.0 * tol
-    if int(np.count_nonzero(walk & ~np.roll(walk, 1))) > 1:
+    depth = np.empty(2 * len(hull_mm))
+    depth[0::2] = r - dist
+    depth[1::2] = r - np.linalg.norm(mid - centre, axis=1)
+    hidden_stretches = _stretches_deeper(depth, 2.0 * tol, RIM_STRETCH_DEPTH * tol)
+    if hidden_stretches > 1:
         return None
     ang = np.sort(np.arctan2(hull_mm[keep, 1] - cy, hull_mm[keep, 0] - cx))
     gaps = np.diff(np.concatenate([ang, ang[:1] + 2.0 * math.pi]))
     if 360.0 - math.degrees(float(gaps.max())) < RIM_MIN_ARC_DEG:
         return None
+    if hidden_stretches == 0:  # the whole outline is seen: its enclosing circle is the rim
+        return None
     return (float(cx), float(cy)), r
+
+
+def _stretches_deeper(depth: np.ndarray, enter: float, deepest: float) -> int:
+    """Runs of a closed sequence where ``depth > enter`` that reach beyond ``deepest``."""
+    inside = depth > enter
+    if inside.all():
+        return 1 if depth.max() > deepest else 0
+    start = int(np.argmin(inside))  # begin the walk outside a run
+    count, run_max = 0, -np.inf
+    for k in range(len(depth) + 1):
+        i = (start + k) % len(depth)
+        if inside[i]:
+            run_max = max(run_max, float(depth[i]))
+        elif run_max > -np.inf:
+            count += run_max > deepest
+            run_max = -np.inf
+    return count
 
 
 def _wrap_half_pi(angle: float) -> float:
