@@ -152,6 +152,31 @@ def test_an_injected_mistake_is_recovered_from_and_flagged(tmp_path: Path) -> No
     assert rows[flagged[0] - 1]["meta"]["nosup_reason"] == "injected_mistake"
 
 
+def test_a_finish_against_the_teachers_own_measurement_is_not_trained_on(tmp_path: Path) -> None:
+    # cream cheese in the basket: the box sits in the basket (host success), but from the wrist
+    # camera the box and the basket's liner segment badly and the measured offset is out of
+    # tolerance; the teacher finishes anyway (it knows from the host), the gate accepts the
+    # third call, and every finish after the failed check is left unsupervised
+    outcome = run_episode("libero_object/1", policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=11)
+    assert outcome.outcome == "strict_success", outcome.end_reason
+    events = _events(outcome)
+    rows = [json.loads(x) for x in (Path(outcome.record_dir) / "rows.jsonl").read_text().splitlines()]
+    assert len(rows) == len(events)
+    failed_check = rejected = False
+    expected = []
+    for e in events:
+        code = "\n".join(c["code"] for c in e["cells"])
+        output = "\n".join(c["output"] for c in e["cells"])
+        only_finish = code.lstrip().startswith("f = robot.finish(")
+        expected.append(only_finish and (failed_check or rejected))
+        failed_check |= "within tolerance: False" in output
+        rejected |= "finish() rejected" in output
+    assert failed_check and any(expected), "this episode's check no longer fails: pick another"
+    marked = [r["meta"].get("nosup_reason") == "finish_against_evidence" for r in rows]
+    assert marked == expected
+    assert all(r["meta"].get("nosup_reason") is None for r, m in zip(rows, marked, strict=True) if not m)
+
+
 @pytest.mark.parametrize(("failure", "state"), [("perturbed_grasp", 11), ("perturbed_place", 12)])
 def test_an_injected_failure_goes_unnoticed_ends_in_a_host_failure_and_is_flagged(failure: str, state: int,
                                                                                    tmp_path: Path) -> None:

@@ -7,6 +7,12 @@ goes inside them), then picking up what must end lifted in the hand (the tableto
 ``Lifted``). Goals already true at the start are skipped. After an injected
 failure (``style.FAILURES``) the teacher does not notice: it verifies and finishes
 without fixing anything.
+
+When the scene is right (by the host's snapshot) but the teacher's own measurement is out
+of tolerance, or the gate has rejected a finish, the teacher still finishes (the gate
+accepts a third call); those finishing requests carry ``nosup_reason`` =
+``FINISH_AGAINST_EVIDENCE``, so SFT data built from the records does not teach a policy
+to finish against its own measurement.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from captain_harness.core.teacher.planners.verify import (
 )
 
 RELATIONS = ("on", "in")
+#: ``nosup_reason`` of a finish made against the teacher's own evidence.
+FINISH_AGAINST_EVIDENCE = "finish_against_evidence"
 ARTICULATIONS = ("open", "close", "turnon", "turnoff")
 
 
@@ -137,7 +145,12 @@ def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
                            "place; calling finish().")
                 else:
                     why = "The fresh measurements and the images show the task done; calling finish()."
-                fb = yield finish_step(ctx, why)
+                step = finish_step(ctx, why)
+                if finishes > 1 or within is False:
+                    # the teacher knows the scene is right from the host's snapshot, which a
+                    # policy never has: such a finish is recorded but not trained on
+                    step.meta = {"nosup_reason": FINISH_AGAINST_EVIDENCE}
+                fb = yield step
                 del fb
             return
         if fixes >= 2 or ctx.actions_left() < 12 or ctx.requests_left() < 6:
