@@ -269,19 +269,17 @@ def _rim_circle(hull_mm: np.ndarray, enclosing_radius_mm: float) -> tuple[tuple[
     if math.sqrt(float(np.mean((dist[keep] - r) ** 2))) > tol:
         return None
     # walk the outline (corners and the middles of the edges between them) and count the
-    # stretches that run inside the rim, ignoring those no deeper than the outline's noise
+    # stretches that run inside the rim, ignoring those no deeper than the outline's noise;
+    # none: the whole outline is seen and its enclosing circle is the rim already
     mid = 0.5 * (hull_mm + np.roll(hull_mm, -1, axis=0))
     depth = np.empty(2 * len(hull_mm))
     depth[0::2] = r - dist
     depth[1::2] = r - np.linalg.norm(mid - centre, axis=1)
-    hidden_stretches = _stretches_deeper(depth, 2.0 * tol, RIM_STRETCH_DEPTH * tol)
-    if hidden_stretches > 1:
+    if _stretches_deeper(depth, 2.0 * tol, RIM_STRETCH_DEPTH * tol) != 1:
         return None
     ang = np.sort(np.arctan2(hull_mm[keep, 1] - cy, hull_mm[keep, 0] - cx))
     gaps = np.diff(np.concatenate([ang, ang[:1] + 2.0 * math.pi]))
     if 360.0 - math.degrees(float(gaps.max())) < RIM_MIN_ARC_DEG:
-        return None
-    if hidden_stretches == 0:  # the whole outline is seen: its enclosing circle is the rim
         return None
     return (float(cx), float(cy)), r
 

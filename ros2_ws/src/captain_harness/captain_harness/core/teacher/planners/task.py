@@ -37,9 +37,9 @@ from captain_harness.core.teacher.planners.verify import (
 )
 
 RELATIONS = ("on", "in")
+ARTICULATIONS = ("open", "close", "turnon", "turnoff")
 #: ``nosup_reason`` of a finish made against the teacher's own evidence.
 FINISH_AGAINST_EVIDENCE = "finish_against_evidence"
-ARTICULATIONS = ("open", "close", "turnon", "turnoff")
 
 
 @dataclass(frozen=True)
