@@ -91,3 +91,30 @@ def test_train_command_validates_config_and_names_what_is_missing(tmp_path):
     bad.write_text(json.dumps({"rounds": 3}))
     res = CliRunner().invoke(app, ["train", "--config", str(bad)])
     assert res.exit_code == 1 and "valid keys" in res.output
+
+
+def test_critic_warm_start_from_data_trains_the_critic_and_fits_its_normaliser(tmp_path):
+    from captain_training.rl.trainer import _critic
+
+    data = tmp_path / "states.jsonl"
+    dataset = episode_dataset(generate_episodes(8, seed=5))
+    write_jsonl(dataset, data)
+    fresh, _ = _critic(config_from_dict({"rollout": {"tasks": ["libero_goal/3"]}}))
+    warm, _ = _critic(config_from_dict({"rollout": {"tasks": ["libero_goal/3"]},
+                                        "critic": {"warm_start_data": str(data), "warm_start_epochs": 2}}))
+    for name, t in warm.state_dict().items():
+        if "normal" in name or "mean" in name or "std" in name:
+            assert not torch.equal(t, fresh.state_dict()[name]), name
+    x = dataset.features[:20]
+    v_fresh = fresh.value(x, dataset.request_index[:20], dataset.task[:20])
+    v_warm = warm.value(x, dataset.request_index[:20], dataset.task[:20])
+    assert not torch.allclose(torch.as_tensor(v_fresh), torch.as_tensor(v_warm))
+    assert set(dataset.task.tolist()) <= set(warm.config.task_ids)
+    with pytest.raises(ConfigError, match="warm_start_data"):
+        _critic(config_from_dict({"critic": {"warm_start_data": str(tmp_path / "none.jsonl")}}))
+    with pytest.raises(ConfigError, match="warm_start_epochs"):
+        config_from_dict({"critic": {"warm_start_epochs": 0}})
+    with pytest.raises(ConfigError, match="policy_warmup_steps"):
+        config_from_dict({"policy_warmup_steps": -1})
+    with pytest.raises(ConfigError, match=r"valid keys: .*warm_start_data"):
+        config_from_dict({"critic": {"warm_start": "x"}})

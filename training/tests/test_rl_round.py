@@ -159,3 +159,36 @@ def test_resumed_run_continues_exactly(tmp_path, round_data):
     assert [r["round"] for r in rows] == [0, 1]
     assert "critic_auc" in rows[0]
     assert not list((tmp_path / "resumed").rglob("*.tmp"))
+
+
+def test_a_round_with_zero_gradient_is_a_skipped_step_not_a_new_version(round_data):
+    """All advantages 0 and the policy equal to its reference: the gradient is exactly 0, so
+    no optimiser step, no new policy version, unchanged weights, and the metrics say so."""
+    policy, reference, critic, critic_opt, acc, norm = _fresh_state()
+    weights_before = {n: p.detach().clone() for n, p in policy.named_parameters()}
+    config = RoundConfig(advantage_scale=0.0)  # the negative control: no policy signal
+    episodes = [dataclasses.replace(ep) for ep in round_data[0][:4]]
+    m = run_round(episodes, critic=critic, critic_optimizer=critic_opt, policy=policy, reference=reference,
+                  accumulator=acc, normalizer=norm, rng=round_rng(0, 0), config=config).metrics
+    assert m["policy_requests_trained"] > 0  # requests were trained on, yet nothing to learn
+    assert m["policy_stepped"] == 0.0 and m["policy_step_skipped"] == 1.0
+    assert m["policy_version"] == 0.0 and acc.policy_version == 0 and acc.last_step_skipped == "zero_gradient"
+    assert m["policy_grad_norm"] == 0.0
+    for n, p in policy.named_parameters():
+        assert torch.equal(p.detach(), weights_before[n]), n
+
+
+def test_learning_rate_warms_up_linearly_then_stays():
+    p = torch.nn.Parameter(torch.ones(3))
+    acc = GradientAccumulator([p], torch.optim.SGD([p], lr=0.3), rounds_per_step=1, warmup_steps=2)
+    rates = []
+    for _ in range(4):
+        rates.append(acc.learning_rate)
+        (p * torch.tensor([1.0, 2.0, 3.0])).sum().backward()
+        acc.add_episodes(1)
+        assert acc.end_round()
+    assert rates == pytest.approx([0.1, 0.2, 0.3, 0.3])
+    state = acc.state_dict()
+    again = GradientAccumulator([p], torch.optim.SGD([p], lr=0.3), rounds_per_step=1, warmup_steps=2)
+    again.load_state_dict(state)
+    assert again.policy_version == 4 and again.learning_rate == pytest.approx(0.3)

@@ -28,7 +28,17 @@ from captain_training.rl.returns import CostConfig, ReturnConfig
 
 @dataclass(frozen=True)
 class CriticTrainingConfig:
-    """Critic warm start and co-training."""
+    """Critic warm start and co-training.
+
+    Attributes:
+        init_path: a saved critic to start from (``captain rl critic``); its shape must match
+            ``hidden_units`` / ``hidden_layers`` / ``n_members``.
+        warm_start_data: request-state JSONL trained on before round 0 of a fresh run
+            (``warm_start_epochs`` epochs of ``batch_size`` states; the input normaliser is
+            fitted on it unless ``init_path`` gave one).
+        learning_rate / weight_decay: AdamW of the warm start and co-training.
+        steps_per_round: full-batch co-training steps per round (2).
+    """
 
     init_path: str | None = None
     warm_start_data: str | None = None
@@ -40,6 +50,14 @@ class CriticTrainingConfig:
     hidden_units: int = 256
     hidden_layers: int = 3
     n_members: int = 5
+
+    def __post_init__(self) -> None:
+        _check(self.warm_start_epochs >= 1 and self.batch_size >= 1, "critic.warm_start_epochs and "
+               "critic.batch_size must be >= 1")
+        _check(self.learning_rate > 0 and self.weight_decay >= 0, "critic.learning_rate > 0, weight_decay >= 0")
+        _check(self.steps_per_round >= 0, "critic.steps_per_round must be >= 0")
+        _check(min(self.hidden_units, self.hidden_layers, self.n_members) >= 1, "critic.hidden_units, "
+               "hidden_layers and n_members must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -177,6 +195,9 @@ class RLConfig:
         start_states_per_round: start states per round (64); each rolled out ``group_size`` times.
         rounds_per_step: K, rounds of gradient accumulation per optimiser step (4).
         policy_learning_rate: AdamW learning rate after warm-up (4.24e-6).
+        policy_warmup_steps: optimiser steps of linear warm-up: step n < warm-up runs at
+            ``policy_learning_rate * (n + 1) / (policy_warmup_steps + 1)`` (0: none).
+        max_grad_norm: clip the mean policy gradient to this norm (None: no clipping).
         max_staleness: policy versions a request may lag the trainer (2).
         max_requests / max_physical_actions: episode budgets during RL (60 / 120).
         monitor_every: every n-th episode is a held-out monitor episode (10).
@@ -217,6 +238,10 @@ class RLConfig:
         _check(self.start_states_per_round >= 1 and self.group_size >= 1,
                "start_states_per_round and group_size must be >= 1")
         _check(self.rounds_per_step >= 1, "rounds_per_step must be >= 1")
+        _check(self.policy_learning_rate > 0 and self.policy_warmup_steps >= 0,
+               "policy_learning_rate must be > 0 and policy_warmup_steps >= 0")
+        _check(self.max_staleness >= 0, "max_staleness must be >= 0")
+        _check(self.max_grad_norm is None or self.max_grad_norm > 0, "max_grad_norm must be > 0 (or null)")
         _check(self.max_requests >= 1 and self.max_physical_actions >= 0, "episode budgets must be positive")
         _check(self.monitor_every >= 0, "monitor_every must be >= 0 (0: no monitor episodes)")
         _check(self.total_rounds >= 1 and self.checkpoint_every >= 1, "total_rounds and checkpoint_every must be >= 1")

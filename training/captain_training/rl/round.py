@@ -131,6 +131,9 @@ class RoundConfig:
     policy: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     critic_steps: int = 2
     max_staleness: int = 2
+    #: multiplies every A_{i,t} in the policy loss (1.0); 0.0 is the negative control of the
+    #: learning check: the same rollouts and update path with no policy signal.
+    advantage_scale: float = 1.0
 
 
 def round_rng(seed: int, round_index: int) -> np.random.Generator:
@@ -234,7 +237,7 @@ def run_round(episodes: Sequence[RolloutEpisode], *, critic: SimulatorCritic,
             with torch.no_grad():
                 ref = completion_logprobs(reference, sample.prompt_token_ids, sample.completion_token_ids)
             old = torch.tensor(sample.completion_logprobs, dtype=logp.dtype, device=logp.device)
-            a = torch.full_like(logp, float(adv.advantages[t]))
+            a = torch.full_like(logp, cfg.advantage_scale * float(adv.advantages[t]))
             out = policy_loss(logp, old, ref.to(logp.device), a, weights=torch.full_like(logp, w),
                               config=cfg.policy)
             accumulator.backward(out.loss)
@@ -244,6 +247,8 @@ def run_round(episodes: Sequence[RolloutEpisode], *, critic: SimulatorCritic,
             used = True
         trained_episodes += int(used)
     accumulator.add_episodes(trained_episodes)
+    closes_step = accumulator.rounds_accumulated + 1 >= accumulator.rounds_per_step
+    learning_rate = accumulator.learning_rate
     stepped = accumulator.end_round()
     tokens = totals["tokens"]
     metrics.update({
@@ -254,8 +259,12 @@ def run_round(episodes: Sequence[RolloutEpisode], *, critic: SimulatorCritic,
         "policy_pg_loss": totals["pg_loss"],
         "policy_kl_loss": totals["kl_loss"],
         "policy_stepped": float(stepped),
+        # a step was due after this round but its gradient was zero / not finite: no new version
+        "policy_step_skipped": float(closes_step and not stepped),
         "policy_version": float(accumulator.policy_version),
     })
-    if stepped:
+    if closes_step:
         metrics["policy_grad_norm"] = accumulator.last_grad_norm
+    if stepped:
+        metrics["policy_learning_rate"] = learning_rate
     return result

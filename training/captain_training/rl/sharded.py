@@ -57,6 +57,7 @@ class ShardedAccumulator(GradientAccumulator):
         self.policy_version = int(state["policy_version"])
         self.rounds_accumulated = int(state["rounds_accumulated"])
         self.episodes_accumulated = int(state["episodes_accumulated"])
+        self._apply_warmup()
 
 
 def shard(model: torch.nn.Module, ctx: Any, precision: str) -> PolicyWrapper:

@@ -161,7 +161,15 @@ class _PolicyServer:
             self.server.close()
 
 
-def _critic(cfg: RLConfig) -> tuple[Any, torch.optim.Optimizer]:
+def _critic(cfg: RLConfig, say: Callable[[str], None] | None = None) -> tuple[Any, torch.optim.Optimizer]:
+    """The critic a fresh run starts from.
+
+    ``critic.init_path``: a saved critic (its shape must match ``critic.hidden_units`` /
+    ``hidden_layers`` / ``n_members``); ``critic.warm_start_data``: request states (JSONL,
+    ``captain rl critic`` format) trained on for ``warm_start_epochs`` epochs before round 0,
+    with the input normaliser fitted on them (continuing a loaded critic keeps its
+    normaliser). With neither, a fresh critic whose normaliser is the identity.
+    """
     from captain_training.rl.critic import (
         LIBERO_TASK_IDS,
         CriticConfig,
@@ -169,20 +177,47 @@ def _critic(cfg: RLConfig) -> tuple[Any, torch.optim.Optimizer]:
         load_critic,
         load_optimizer,
         make_optimizer,
+        train_critic,
     )
+    from captain_training.rl.critic_data import read_jsonl
 
     c = cfg.critic
+    data = None
+    if c.warm_start_data:
+        if not Path(c.warm_start_data).is_file():
+            raise ConfigError(f"critic.warm_start_data {c.warm_start_data!r} is not a file (request-state JSONL)")
+        data = read_jsonl(c.warm_start_data)
+        if len(data) == 0:
+            raise ConfigError(f"critic.warm_start_data {c.warm_start_data!r} holds no request state")
     if c.init_path:
         loaded = load_critic(c.init_path)
-        missing = sorted(set(cfg.rollout.tasks) - set(loaded.critic.config.task_ids))
+        critic = loaded.critic
+        shape = {k: getattr(critic.config, k) for k in ("hidden_units", "hidden_layers", "n_members")}
+        wanted = {k: getattr(c, k) for k in shape}
+        if shape != wanted:
+            raise ConfigError(f"critic {c.init_path} has {shape}, the config asks for {wanted}; set critic."
+                              "hidden_units / hidden_layers / n_members to the saved critic's")
+        missing = sorted(set(cfg.rollout.tasks) - set(critic.config.task_ids))
         if missing:
             raise ConfigError(f"critic {c.init_path} does not know tasks {missing}; train it with them "
                               "(captain rl critic) or drop them from rollout.tasks")
-        return loaded.critic, load_optimizer(loaded.critic, loaded.optimizer_state, c.learning_rate, c.weight_decay)
-    tasks = tuple(LIBERO_TASK_IDS) + tuple(t for t in sorted(set(cfg.rollout.tasks)) if t not in LIBERO_TASK_IDS)
-    critic = SimulatorCritic(CriticConfig(task_ids=tasks, hidden_units=c.hidden_units, hidden_layers=c.hidden_layers,
-                                          n_members=c.n_members, seed=cfg.seed))
-    return critic, make_optimizer(critic, c.learning_rate, c.weight_decay)
+        opt = load_optimizer(critic, loaded.optimizer_state, c.learning_rate, c.weight_decay)
+    else:
+        extra = set(cfg.rollout.tasks) | (set(data.task.tolist()) if data is not None else set())
+        tasks = tuple(LIBERO_TASK_IDS) + tuple(t for t in sorted(extra) if t not in LIBERO_TASK_IDS)
+        critic = SimulatorCritic(CriticConfig(task_ids=tasks, hidden_units=c.hidden_units,
+                                              hidden_layers=c.hidden_layers, n_members=c.n_members, seed=cfg.seed))
+        opt = make_optimizer(critic, c.learning_rate, c.weight_decay)
+    if data is not None:
+        unknown = sorted(set(data.task.tolist()) - set(critic.config.task_ids))
+        if unknown:
+            raise ConfigError(f"critic.warm_start_data has tasks {unknown[:5]} the critic {c.init_path} does not know")
+        opt, result = train_critic(critic, data, epochs=c.warm_start_epochs, batch_size=c.batch_size, optimizer=opt,
+                                   seed=cfg.seed, fit_normalizer=not c.init_path)
+        if say is not None:
+            say(f"critic warm start: {len(data)} request states, {c.warm_start_epochs} epochs, "
+                f"final loss {result.losses[-1]:.4f} ({result.duration_s:.1f} s)")
+    return critic, opt
 
 
 def train(cfg: RLConfig, *, max_rounds: int | None = None, resume: bool = True,
@@ -226,14 +261,16 @@ def train(cfg: RLConfig, *, max_rounds: int | None = None, resume: bool = True,
     else:
         policy = model
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=cfg.policy_learning_rate)
-    acc_kwargs = {"rounds_per_step": cfg.rounds_per_step, "max_grad_norm": cfg.max_grad_norm}
+    acc_kwargs = {"rounds_per_step": cfg.rounds_per_step, "max_grad_norm": cfg.max_grad_norm,
+                  "warmup_steps": cfg.policy_warmup_steps}
     accumulator = (sh.ShardedAccumulator(list(policy.parameters()), optimizer, ctx=ctx, **acc_kwargs) if sharded
                    else GradientAccumulator.for_model(policy, optimizer, **acc_kwargs))
-    critic, critic_opt = _critic(cfg)
     normalizer = RunningStd()
     start = 0
     last = latest_round(run_dir) if resume else None
-    if last is not None:
+    if last is None:
+        critic, critic_opt = _critic(cfg, say)
+    else:
         state = (sh.load(run_dir, wrapper=policy, accumulator=accumulator) if sharded
                  else load_checkpoint(run_dir, policy=policy, accumulator=accumulator))
         critic = state.critic
@@ -304,7 +341,8 @@ def train(cfg: RLConfig, *, max_rounds: int | None = None, resume: bool = True,
                 append_metrics(run_dir, r, metrics)
                 say(json.dumps({"round": r, **{k: metrics[k] for k in ("episodes_collected", "host_success",
                                                                         "strict_success", "requests_mean",
-                                                                        "policy_stepped") if k in metrics}}))
+                                                                        "policy_stepped", "policy_step_skipped")
+                                                  if k in metrics}}))
             rows.append({"round": r, **metrics})
     finally:
         if pool is not None:

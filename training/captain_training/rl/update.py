@@ -9,6 +9,11 @@ Gradients of the per-request losses (sums over tokens) are accumulated over
 ``rounds_per_step`` rounds (K = 4 rounds of 256 episodes, i.e. 1,024 episodes); before the
 optimiser step they are divided by the number of episodes accumulated, so the step follows
 the mean per-episode objective whatever the number of episodes was.
+
+A step whose accumulated gradient is exactly zero (no trained request, all advantages 0
+and the policy still equal to the reference) or not finite is **skipped**: the optimiser
+does not run, the gradient is cleared and the policy version stays, so no new version is
+reported or synchronised when nothing was learnt.
 """
 
 from __future__ import annotations
@@ -66,11 +71,32 @@ class GradientAccumulator:
     rounds_accumulated: int = 0
     episodes_accumulated: int = 0
     last_grad_norm: float = field(default=float("nan"))
+    last_step_skipped: str = ""
+    steps_skipped: int = 0
+    warmup_steps: int = 0
+    base_learning_rates: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.parameters = [p for p in self.parameters if p.requires_grad]
         if self.rounds_per_step < 1:
             raise RLError("rounds_per_step must be >= 1")
+        if self.warmup_steps < 0:
+            raise RLError("warmup_steps must be >= 0")
+        self.base_learning_rates = [float(g["lr"]) for g in self.optimizer.param_groups]
+        self._apply_warmup()
+
+    def _apply_warmup(self) -> None:
+        """Linear learning-rate warm-up: step n (0-based) runs at lr * (n + 1) / (warmup_steps + 1)
+        for n < warmup_steps, at lr afterwards (the paper's constant rate after warm-up)."""
+        n = self.policy_version
+        factor = (n + 1) / (self.warmup_steps + 1) if n < self.warmup_steps else 1.0
+        for group, lr in zip(self.optimizer.param_groups, self.base_learning_rates, strict=True):
+            group["lr"] = lr * factor
+
+    @property
+    def learning_rate(self) -> float:
+        """The learning rate the next step uses (first parameter group)."""
+        return float(self.optimizer.param_groups[0]["lr"])
 
     @classmethod
     def for_model(cls, model: torch.nn.Module, optimizer: torch.optim.Optimizer, **kwargs: Any
@@ -89,19 +115,27 @@ class GradientAccumulator:
         self.episodes_accumulated += int(n_episodes)
 
     def end_round(self) -> bool:
-        """Close a round; after K rounds divide by the episode count, step and zero. True if stepped."""
+        """Close a round; after K rounds divide by the episode count, step and zero.
+
+        True only if the optimiser stepped (a new policy version); a zero or non-finite
+        gradient after K rounds is skipped (``last_step_skipped`` says why) and gives False.
+        """
         self.rounds_accumulated += 1
+        self.last_step_skipped = ""
         if self.rounds_accumulated < self.rounds_per_step:
             return False
-        self.step()
-        return True
+        return self.step()
 
     def episode_count(self) -> float:
         """Episodes the accumulated gradient is divided by (a sharded trainer overrides this)."""
         return float(self.episodes_accumulated)
 
-    def step(self) -> None:
-        """Take the optimiser step now on the mean gradient of the accumulated episodes."""
+    def step(self) -> bool:
+        """Take the optimiser step now on the mean gradient of the accumulated episodes.
+
+        Returns True when it stepped; False when the gradient was zero or not finite (the
+        gradient is cleared, the counters reset, the version kept; see the module docstring).
+        """
         count = self.episode_count()
         scale = 1.0 / count if count > 0 else 1.0
         for p in self.parameters:
@@ -112,11 +146,24 @@ class GradientAccumulator:
         if hasattr(norm, "full_tensor"):  # a DTensor under FSDP2
             norm = norm.full_tensor()
         self.last_grad_norm = float(norm)
-        self.optimizer.step()
+        skipped = ""
+        if count <= 0:
+            skipped = "no_trained_episode"
+        elif not torch.isfinite(torch.as_tensor(self.last_grad_norm)):
+            skipped = "non_finite_gradient"
+        elif self.last_grad_norm == 0.0:
+            skipped = "zero_gradient"
+        if not skipped:
+            self.optimizer.step()
+            self.policy_version += 1
+            self._apply_warmup()
+        else:
+            self.steps_skipped += 1
+        self.last_step_skipped = skipped
         self.optimizer.zero_grad(set_to_none=True)
-        self.policy_version += 1
         self.rounds_accumulated = 0
         self.episodes_accumulated = 0
+        return not skipped
 
     def state_dict(self) -> dict[str, Any]:
         """Counters and optimiser state for a checkpoint (gradients in flight are not saved).
@@ -125,11 +172,13 @@ class GradientAccumulator:
         """
         return {"policy_version": self.policy_version, "rounds_accumulated": self.rounds_accumulated,
                 "episodes_accumulated": self.episodes_accumulated, "rounds_per_step": self.rounds_per_step,
-                "optimizer": self.optimizer.state_dict()}
+                "steps_skipped": self.steps_skipped, "optimizer": self.optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what ``state_dict`` saved."""
         self.policy_version = int(state["policy_version"])
         self.rounds_accumulated = int(state["rounds_accumulated"])
         self.episodes_accumulated = int(state["episodes_accumulated"])
+        self.steps_skipped = int(state.get("steps_skipped", 0))
         self.optimizer.load_state_dict(state["optimizer"])
+        self._apply_warmup()
