@@ -82,4 +82,23 @@ if [ "$(cat "$STAMPS/colcon" 2>/dev/null)" != "$iface_hash" ] \
   echo "$iface_hash" > "$STAMPS/colcon"
 fi
 
+# tf2_msgs/TFMessage (for /tf, /tf_static and recordings): the PyPI wheels carry no tf2_msgs,
+# so ros2_ws/vendor/tf2_msgs builds the standard message where the venv lacks it.
+TF2="$ROOT/ros2_ws/vendor/tf2_msgs"
+tf2_hash=$(cd "$TF2" && hash_of package.xml CMakeLists.txt msg/*)
+if ! "$VENV/bin/python" -c "import tf2_msgs" 2>/dev/null \
+   && { [ "$(cat "$STAMPS/colcon-tf2" 2>/dev/null)" != "$tf2_hash" ] \
+        || [ ! -f "$ROOT/ros2_ws/install/tf2_msgs/share/tf2_msgs/package.xml" ]; }; then
+  say "colcon build of tf2_msgs (~30 s)"
+  (
+    cd "$ROOT/ros2_ws"
+    export PATH="$VENV/bin:$PATH" AMENT_PREFIX_PATH="$VENV" CMAKE_PREFIX_PATH="$VENV"
+    colcon --log-base log build --base-paths vendor --packages-select tf2_msgs \
+      --cmake-args -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF \
+      --event-handlers console_cohesion- status- > "$ROOT/ros2_ws/log/colcon-tf2.log" 2>&1 \
+      || { tail -40 "$ROOT/ros2_ws/log/colcon-tf2.log" >&2; exit 1; }
+  )
+  echo "$tf2_hash" > "$STAMPS/colcon-tf2"
+fi
+
 say "ready: source scripts/env.sh to use the venv and the ROS 2 environment"
