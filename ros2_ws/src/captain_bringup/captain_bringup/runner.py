@@ -1,23 +1,30 @@
-"""The in-process bringup: the nodes of a stack, with the same parameters, in one process.
+"""``captain bringup``: the nodes of a stack, with the same parameters, as ``ros2 launch``
+starts them.
 
-Where ``ros2 launch`` is not installed, ``captain bringup <stack>`` hosts exactly the
+Where ``ros2 launch`` is not installed, ``captain bringup <stack>`` runs exactly the
 nodes the launch files start (``core.stack.stack_nodes``, the one description both read)
 with exactly their parameters (``config/captain.yaml`` + ``config/<stack>.yaml``,
 merged as ``ros2 launch`` applies them). Parameters reach the nodes the way they reach a
-launched node: one context initialised with ``--ros-args --params-file <merged> -r
-__ns:=<namespace>``, the merged file keyed ``/**/<node>`` so it matches in any
-namespace. Values are checked against each node's schema first (a typo or an
-out-of-range value stops the bringup with a message naming it).
+launched node: ``--ros-args --params-file <merged> -r __ns:=<namespace>``, the merged
+file keyed ``/**/<node>`` so it matches in any namespace. Values are checked against
+each node's schema first (a typo or an out-of-range value stops the bringup with a
+message naming it).
 
-Then: one ``MultiThreadedExecutor``, a ``READY`` line once every node is up (drivers
-active, services created), and on SIGINT/SIGTERM: hold the arm, shut the drivers down,
-exit 0.
+``run_processes`` (the default): one OS process per node group
+(``core.stack.process_groups``, hosted by ``captain_bringup.group_host``), supervised by
+``core.processes.Supervisor``: children's lines echoed with their group's name, a
+``READY`` line once every group is up, a crashed group reported (and respawned where the
+description says so), SIGINT/SIGTERM stop the groups in reverse order, exit 0.
+
+``run`` (``--in-process``, for debugging with one interpreter): every node in this
+process, each on its own executor, the same READY line and stop.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -106,3 +113,31 @@ def run(stack: str, *, namespace: str = "", config_dir: Path | None = None, extr
         where = f" in /{namespace.strip('/')}" if namespace else ""
         return run_nodes(builders, args, label=f"captain bringup {stack}{where}: {', '.join(s.name for s in specs)}",
                          ready_timeout_s=ready_timeout_s)
+
+
+def run_processes(stack: str, *, namespace: str = "", config_dir: Path | None = None,
+                  extra_files: list[Path] | None = None, overrides: Mapping[str, Mapping[str, Any]] | None = None,
+                  ready_timeout_s: float = 300.0, stop_timeout_s: float = 15.0) -> int:
+    """Run each node group of ``stack`` in a process of its own until SIGINT/SIGTERM;
+    returns the exit code (0 after a clean stop; 1 when a group was not ready in time,
+    exited before it was ready, or exited later without respawn)."""
+    from captain_bringup.core.processes import ChildSpec, Supervisor
+    from captain_bringup.core.stack import process_groups
+
+    groups = process_groups(stack)
+    params = stack_params(stack, config_dir=config_dir, extra_files=extra_files, overrides=overrides)
+    for specs in groups.values():  # an unknown factory fails here, before any process starts
+        for spec in specs:
+            load_object(spec.factory)
+    with tempfile.TemporaryDirectory(prefix="captain_bringup_") as tmp:
+        ros_args = ros_arguments(write_params_file(params, Path(tmp)), namespace)[1:]
+        children = [
+            ChildSpec(name=group, respawn=specs[0].respawn, respawn_delay_s=specs[0].respawn_delay_s,
+                      argv=(sys.executable, "-m", "captain_bringup.group_host", stack, group,
+                            "--ready-timeout-s", f"{ready_timeout_s + 60.0:g}", *ros_args))
+            for group, specs in groups.items()]
+        where = f" in /{namespace.strip('/')}" if namespace else ""
+        names = ", ".join(s.name for specs in groups.values() for s in specs)
+        supervisor = Supervisor(children, label=f"captain bringup {stack}{where}: {names}",
+                                stop_timeout_s=stop_timeout_s)
+        return supervisor.run(ready_timeout_s=ready_timeout_s)

@@ -127,10 +127,12 @@ def test_describe_lists_nodes_and_parameter_tables() -> None:
 
     result = CliRunner().invoke(app, ["bringup", "sim", "--describe"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    assert "## harness (captain_harness/harness_node)" in result.output
+    assert "## harness (captain_harness/harness_node; process harness)" in result.output
+    assert "## perception (captain_perception/perception_node; process perception, respawn after 2 s)" \
+        in result.output
     assert "| `camera_rate_hz` | float | `2.0` | Hz | [0.0, 60.0] |" in result.output
     assert "`motion.emergency_force_n`" in result.output and "## episode_runner" in result.output
-    assert "## xr1_twin (captain_backends/xr1_twin)" in describe_stack("xr1_twin")
+    assert "## xr1_twin (captain_backends/xr1_twin; process xr1_twin)" in describe_stack("xr1_twin")
 
 
 # --------------------------------------------------------------------- launch files
@@ -217,3 +219,17 @@ def test_parameters_reach_a_namespaced_node_as_the_files_say(path: str, tmp_path
         assert namespace == "/robot7"
         assert got == params[node], node
     assert params["harness"]["driver"] == "xr1" and params["xr1_twin"]["image_size_px"] == 256
+
+
+# ------------------------------------------------------------------ process model
+def test_simulators_never_share_a_process_with_the_harness() -> None:
+    from captain_bringup.core.stack import process_groups
+
+    for stack in STACKS:
+        groups = process_groups(stack)
+        harness_group = next(g for g, specs in groups.items() if any(s.name == "harness" for s in specs))
+        # the robot side (twin, fake hardware, camera simulators) lives in a group of its own
+        for spec in groups[harness_group]:
+            assert spec.package != "captain_backends", f"{stack}: {spec.name} shares the harness's process"
+        assert [s.name for specs in groups.values() for s in specs] == [s.name for s in stack_nodes(stack)]
+    assert list(process_groups("xr1_twin")) == ["xr1_twin", "harness", "perception", "episode_runner"]

@@ -1,8 +1,10 @@
-"""`captain bringup sim|xr1_twin|xr1_real`: host a stack's ROS 2 nodes in one process.
+"""`captain bringup sim|xr1_twin|xr1_real`: run a stack's ROS 2 nodes as ``ros2 launch`` would.
 
 The same nodes with the same parameters as ``ros2 launch captain_bringup
-<stack>.launch.py`` (see ``captain_bringup.runner``). Prints ``READY ...`` once every
-node is up; Ctrl-C (SIGINT) or SIGTERM holds the arm, shuts the drivers down and exits 0.
+<stack>.launch.py`` (see ``captain_bringup.runner``), one OS process per node group
+(``--in-process``: all in this process, for debugging). Prints ``READY ...`` once every
+node is up; Ctrl-C (SIGINT) or SIGTERM stops the groups in reverse order (the harness
+holds the arm and shuts its driver down before the robot side stops) and exits 0.
 
     captain bringup sim
     captain bringup sim --param harness.driver=mock --param harness.camera_rate_hz=0
@@ -41,7 +43,8 @@ def describe_stack(stack: str) -> str:
 
     lines = [f"# captain bringup {stack}", "", "Parameter files: " + ", ".join(str(p) for p in param_files(stack)), ""]
     for spec in stack_nodes(stack):
-        lines += [f"## {spec.name} ({spec.package}/{spec.executable})", ""]
+        respawn = f", respawn after {spec.respawn_delay_s:g} s" if spec.respawn else ""
+        lines += [f"## {spec.name} ({spec.package}/{spec.executable}; process {spec.process_group}{respawn})", ""]
         schema = node_schema(spec)
         lines += [describe(schema) if schema else "(parameters: see the node's module docstring)", ""]
     return "\n".join(lines)
@@ -57,17 +60,21 @@ def bringup(
     ready_timeout_s: Annotated[float, typer.Option(help="longest wait for every node to be up, s")] = 300.0,
     describe: Annotated[bool, typer.Option("--describe", help="print the nodes and their parameters, then exit")
                         ] = False,
+    in_process: Annotated[bool, typer.Option(
+        "--in-process", help="host every node in this one process (debugging); default: one process per node group")
+                          ] = False,
 ) -> None:
-    """Host the ROS 2 nodes of sim, xr1_twin or xr1_real in one process."""
+    """Run the ROS 2 nodes of sim, xr1_twin or xr1_real: one process per node group."""
     from captain_backends.core.errors import BackendError
-    from captain_bringup.runner import run
+    from captain_bringup.runner import run, run_processes
 
     try:
         if describe:
             typer.echo(describe_stack(stack))
             return
-        code = run(stack, namespace=namespace, extra_files=list(params_file or []),
-                   overrides=parse_overrides(list(param or [])), ready_timeout_s=ready_timeout_s)
+        start = run if in_process else run_processes
+        code = start(stack, namespace=namespace, extra_files=list(params_file or []),
+                     overrides=parse_overrides(list(param or [])), ready_timeout_s=ready_timeout_s)
     except BackendError as exc:
         typer.echo(f"captain bringup {stack}: {exc}", err=True)
         raise typer.Exit(code=2) from exc

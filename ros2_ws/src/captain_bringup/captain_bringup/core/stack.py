@@ -1,6 +1,13 @@
 """The one description of which nodes run in each bringup, read by both the launch files
-(``launch/*.launch.py``, for ``ros2 launch`` on full ROS 2 installs) and the in-process
-runner (``captain bringup``, where ``ros2 launch`` is not installed).
+(``launch/*.launch.py``, for ``ros2 launch`` on full ROS 2 installs) and ``captain
+bringup`` (where ``ros2 launch`` is not installed).
+
+Process model: every node belongs to a node group (``NodeSpec.group``, its own name
+unless set); each group runs in an OS process of its own, as ``ros2 launch`` runs each
+``Node`` action. A simulator or the robot's hardware side (the XR1 twin, fake hardware,
+a camera simulator) never shares a group with the harness, whose driver's staleness
+watchdog would otherwise judge its own process's scheduling. ``respawn`` says which
+groups are started again when they exit (``launch_ros``'s ``respawn=True``).
 
 Parameters come from ``config/captain.yaml`` (per node name, shared by every stack) and a
 small overlay per stack (``config/<stack>.yaml``); later files win. ROS-free.
@@ -50,6 +57,9 @@ class NodeSpec:
         schema: ``"module:ATTRIBUTE"`` of the node's parameter schema (a tuple of
             ``ParamSpec``), or ``""`` for a node without one; the runner and the tests
             validate the YAML values against it.
+        group: the node group (one OS process) it runs in; ``""`` = its own name.
+        respawn: the group's process is started again when it exits.
+        respawn_delay_s: wait before that restart, s.
     """
 
     name: str
@@ -57,17 +67,26 @@ class NodeSpec:
     executable: str
     factory: str
     schema: str = ""
+    group: str = ""
+    respawn: bool = False
+    respawn_delay_s: float = 2.0
+
+    @property
+    def process_group(self) -> str:
+        """The node group (OS process) this node runs in."""
+        return self.group or self.name
 
 
 HARNESS = NodeSpec("harness", "captain_harness", "harness_node",
                    "captain_harness.nodes.harness_node:HarnessNode",
                    "captain_harness.nodes.harness_params:SCHEMA")
+# clients of the harness, stateless between calls: restarted when they die
 PERCEPTION = NodeSpec("perception", "captain_perception", "perception_node",
                       "captain_perception.nodes.perception_node:PerceptionNode",
-                      "captain_perception.nodes.perception_params:SCHEMA")
+                      "captain_perception.nodes.perception_params:SCHEMA", respawn=True)
 EPISODE_RUNNER = NodeSpec("episode_runner", "captain_harness", "episode_runner_node",
                           "captain_harness.nodes.episode_runner_node:EpisodeRunnerNode",
-                          "captain_harness.nodes.episode_runner_params:SCHEMA")
+                          "captain_harness.nodes.episode_runner_params:SCHEMA", respawn=True)
 XR1_TWIN = NodeSpec("xr1_twin", "captain_backends", "xr1_twin",
                     "captain_backends.nodes.xr1_twin:XR1Twin")
 
@@ -84,6 +103,21 @@ def stack_nodes(stack: str) -> tuple[NodeSpec, ...]:
     if stack not in STACKS:
         raise StackError(f"unknown stack {stack!r}; choose one of: {', '.join(STACKS)}")
     return STACKS[stack]
+
+
+def process_groups(stack: str) -> dict[str, tuple[NodeSpec, ...]]:
+    """The node groups of a stack (one OS process each), in start order, with their nodes.
+
+    Raises:
+        StackError: an unknown stack, or a group whose nodes disagree on ``respawn``.
+    """
+    groups: dict[str, list[NodeSpec]] = {}
+    for spec in stack_nodes(stack):
+        groups.setdefault(spec.process_group, []).append(spec)
+    for name, specs in groups.items():
+        if len({(s.respawn, s.respawn_delay_s) for s in specs}) > 1:
+            raise StackError(f"node group {name!r} of {stack}: its nodes disagree on respawn")
+    return {name: tuple(specs) for name, specs in groups.items()}
 
 
 def param_files(stack: str, config_dir: Path | None = None) -> list[Path]:

@@ -74,6 +74,10 @@ class EpisodeRunnerNode(Node):
         **kwargs: passed to ``rclpy.node.Node``.
     """
 
+    #: threads of its MultiThreadedExecutor (``hosting.make_executor``): an episode blocks
+    #: one thread for its whole length while goal, cancel and diagnostics callbacks run.
+    executor_threads = 2
+
     def __init__(self, node_name: str = "episode_runner", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         self.params = declare_schema(self, SCHEMA)

@@ -20,6 +20,10 @@ Services:
   planning, state), with ``args_json = {"args": [...], "kwargs": {...}}``;
 * ``planning/<call>`` and ``state/<call>`` (RobotCall): the same, one service per call;
 * ``describe_robot`` (DescribeRobot): names, signatures and docstrings of every call;
+* ``recover_driver`` (RecoverDriver): clear a latched driver fault as ros2_control does
+  (cancel any motion, deactivate, activate; activation refuses while the readings are
+  stale or beyond the emergency limits and says so). The process and the driver object
+  stay: nothing is restarted or rebuilt;
 * ``episode/reset`` (ResetEpisode) and ``episode/host_state`` (HostState): episode
   control and privileged simulator state for the host side (the episode runner).
 
@@ -32,7 +36,15 @@ on the tool in the base frame), and per camera ``<camera>/color/image_raw`` (rgb
 ``diagnostics``.
 
 Parameters: ``captain_harness.nodes.harness_params.SCHEMA``. All calls go through one
-``RobotAPI``; callbacks run in a re-entrant group on a multi-threaded executor.
+``RobotAPI``; callbacks run in a re-entrant group on a multi-threaded executor of
+``executor_threads`` threads (a motion goal blocks a thread for its whole duration while
+cancel requests, feedback, state services, sensor timers and diagnostics must still run).
+
+Driver bring-up follows ros2_control's order: the driver is configured, the robot API
+(kinematic and collision models, perception) is built, and only then is the driver
+activated. Diagnostics report the driver's lifecycle state, a latched fault (ERROR),
+and staleness of an idle arm (WARN: the XR1 driver's watchdog judges staleness only
+while commands stream).
 """
 
 from __future__ import annotations
@@ -67,7 +79,7 @@ from captain_harness.nodes.messages import (
 from captain_harness.nodes.robot_host import HostError, HostSettings, RobotHost, task_json
 from captain_harness.nodes.ros_params import declare_schema
 from captain_interfaces.action import Hold, MoveTo, Recover, Release
-from captain_interfaces.srv import DescribeRobot, HostState, ResetEpisode, RobotCall
+from captain_interfaces.srv import DescribeRobot, HostState, RecoverDriver, ResetEpisode, RobotCall
 
 ACTION_TYPES = {"move_to": MoveTo, "hold": Hold, "recover": Recover, "release": Release}
 #: Feedback travels on a topic and the result by a service, and rclpy's action client drops
@@ -87,6 +99,11 @@ class HarnessNode(Node):
         **kwargs: passed to ``rclpy.node.Node`` (``namespace``, ``parameter_overrides``,
             ``context``, ...).
     """
+
+    #: threads of its MultiThreadedExecutor (``hosting.make_executor``): one for a running
+    #: motion goal, one for a cancel or a service call meanwhile, one for the sensor and
+    #: diagnostics timers. More only add to rclpy 9.1.2's wake-ups (ros2/rclpy#1452).
+    executor_threads = 3
 
     def __init__(self, node_name: str = "harness", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
@@ -112,6 +129,7 @@ class HarnessNode(Node):
             for name in MOTION_ACTIONS]
         self.create_service(RobotCall, "robot_call", self._on_robot_call, callback_group=self._group)
         self.create_service(DescribeRobot, "describe_robot", self._on_describe, callback_group=self._group)
+        self.create_service(RecoverDriver, "recover_driver", self._on_recover, callback_group=self._group)
         self.create_service(ResetEpisode, "episode/reset", self._on_reset, callback_group=self._group)
         self.create_service(HostState, "episode/host_state", self._on_host_state, callback_group=self._group)
 
@@ -279,6 +297,15 @@ class HarnessNode(Node):
         response.calls_json = json.dumps(info["calls"])
         return response
 
+    def _on_recover(self, request: Any, response: Any) -> Any:
+        outcome = self.host.recover_driver()
+        response.success, response.message = bool(outcome["success"]), str(outcome["message"])
+        response.cleared_fault, response.lifecycle_state = str(outcome["cleared_fault"]), str(
+            outcome["lifecycle_state"])
+        log = self.get_logger().info if response.success else self.get_logger().warning
+        log(f"recover_driver: {response.message}")
+        return response
+
     def _on_reset(self, request: Any, response: Any) -> Any:
         if request.init_state < -1:
             response.success = False
@@ -322,18 +349,22 @@ class HarnessNode(Node):
         host = self.host
         driver = host.driver
         lifecycle = driver.lifecycle_state.value if driver is not None else "unconfigured"
-        fault = ""
+        fault = warning = ""
         if driver is not None and lifecycle in ("inactive", "active"):
             try:
                 fault = driver.read_state().fault
+                warning = str(getattr(driver, "watchdog_warning", "") or "")
             except Exception as exc:
                 fault = f"{type(exc).__name__}: {exc}"
         values = {"driver": self.params["driver"], "lifecycle_state": lifecycle, "fault": fault or "none",
+                  "warning": warning or "none",
                   "task": host.task.task_id if host.task is not None else "",
                   "control_period_s": getattr(driver, "control_period_s", 0.0) if driver else 0.0,
                   "start_error": host.last_error or "none"}
         if fault:
-            level, message = diag.ERROR, f"driver fault: {fault}"
+            level, message = diag.ERROR, f"driver fault: {fault} (call recover_driver once the cause is fixed)"
+        elif warning and lifecycle in ("inactive", "active"):
+            level, message = diag.WARN, f"driver {lifecycle}: {warning}"
         elif host.ready:
             level, message = diag.OK, "driver active"
         elif host.last_error:

@@ -1,13 +1,25 @@
-"""Host rclpy nodes in one process: one context, a multi-threaded executor per node (a
-busy node never delays another's callbacks), a READY line once every node is up, and a
-clean stop on SIGINT/SIGTERM (hold the arm, release the drivers, exit 0).
+"""Host rclpy nodes in one process: one context, an executor per node (a busy node never
+delays another's callbacks), a READY line once every node is up, and a clean stop on
+SIGINT/SIGTERM (hold the arm, release the drivers, exit 0).
 
 Used by each node's console script (``harness_node``, ``episode_runner_node``, ...,
-started by ``ros2 run`` / ``ros2 launch`` with ``--ros-args``) and by the in-process
-bringup (``captain bringup``), which hosts a whole stack this way.
+started by ``ros2 run`` / ``ros2 launch`` with ``--ros-args``), by ``captain bringup``'s
+node-group processes (``captain_bringup.group_host``) and by ``captain bringup
+--in-process``, which hosts a whole stack this way.
+
+Executors are chosen per node: a node that needs callbacks to run concurrently says so
+with an ``executor_threads`` attribute (> 1: a ``MultiThreadedExecutor`` with that many
+threads, each node's docstring says why); every other node gets a
+``SingleThreadedExecutor``. rclpy 9.1.2's ``MultiThreadedExecutor`` wakes all its
+threads for each ready callback and they spin on the queue (ros2/rclpy#1452, fixed
+upstream by #1547 but not in 9.1.2): it is kept to the nodes that block in callbacks,
+with as few threads as they need. (``rclpy.experimental.EventsExecutor`` is the other
+single-threaded choice; the plain ``SingleThreadedExecutor`` is used because its
+behaviour with timers, parameter services and guard conditions is the long-tested one.)
 
 Nodes may offer, and are then handled accordingly:
 
+* ``executor_threads`` (int): see above;
 * ``ready`` (property): the READY line waits until it is true;
 * ``period_s`` and ``step(n)``: a periodic step on the wall clock (the XR1 twin),
   run in a thread of its own;
@@ -25,9 +37,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-#: Threads of each node's executor: actions, services, sensor timers and diagnostics run
-#: concurrently (a motion blocks one thread for its duration); started on demand.
-EXECUTOR_THREADS = 12
+
+def make_executor(node: Any, context: Any = None) -> Any:
+    """The executor a node asks for (module docstring): multi-threaded with
+    ``node.executor_threads`` threads when that is above 1, else single-threaded."""
+    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+
+    threads = int(getattr(node, "executor_threads", 1) or 1)
+    if threads > 1:
+        return MultiThreadedExecutor(num_threads=threads, context=context)
+    return SingleThreadedExecutor(context=context)
 
 
 def _periodic(node: Any, stop: threading.Event) -> threading.Thread:
@@ -53,7 +72,7 @@ def run_nodes(builders: Sequence[Callable[[], Any]], args: list[str] | None = No
         on_ready: called with the nodes once they are ready.
     """
     import rclpy
-    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+    from rclpy.executors import ExternalShutdownException
     from rclpy.signals import SignalHandlerOptions
 
     started = time.monotonic()
@@ -82,7 +101,7 @@ def run_nodes(builders: Sequence[Callable[[], Any]], args: list[str] | None = No
         for build in builders:
             node = build()
             nodes.append(node)
-            executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS)
+            executor = make_executor(node)
             executor.add_node(node)
             executors.append(executor)
             if hasattr(node, "period_s") and hasattr(node, "step"):

@@ -308,8 +308,11 @@ class RobotHost:
 
     def _build(self, driver_name: str, task: str, init_state: int, seed: int,
                workspace: Path) -> tuple[LockedDriver, RobotAPI, Any, TaskInfo | None]:
-        """A configured, reset and active driver with a fresh API (the in-process
-        backend's construction: construct, configure, reset, activate, register)."""
+        """A configured, reset and active driver with a fresh API: construct, configure,
+        reset, build the API (kinematic model, collision model, perception), and only then
+        activate, as ros2_control activates hardware after the controllers are loaded; the
+        model building holds the interpreter for a second or more, and nothing must be
+        streaming (or judged stale) meanwhile."""
         options, extra = self._driver_options(driver_name, task, init_state, seed)
         inner = self.driver_thread.run(_construct, driver_name, options, extra)
         driver = LockedDriver(inner, self.driver_thread, self.settings.sim_speed)
@@ -319,8 +322,8 @@ class RobotHost:
             if isinstance(inner, SimulatedDriver):
                 info = driver.reset(seed=seed if seed >= 0 else None,
                                     init_state=init_state if init_state >= 0 else None)
-            driver.activate()
             api, motion = self._make_api(driver, workspace, task, init_state, seed)
+            driver.activate()
         except BaseException:
             driver.shutdown()
             raise
@@ -468,6 +471,46 @@ class RobotHost:
         calls = describe_calls(api)
         return {"robot": self.motion.description.name if self.motion is not None else "",
                 "driver": self.settings.driver, "names": [c["name"] for c in calls], "calls": calls}
+
+    def recover_driver(self) -> dict[str, Any]:
+        """Clear a latched driver fault as ros2_control does: cancel any motion,
+        ``deactivate()``, then ``activate()`` (which refuses while the readings are stale
+        or beyond the emergency limits; the driver then stays inactive and a later call
+        tries again). Never restarts the process or rebuilds the driver.
+
+        Returns:
+            ``success``, ``message`` (what was done or why not), ``cleared_fault`` (the
+            fault before, ``""`` if none) and ``lifecycle_state`` (afterwards).
+        """
+        with self.lock:
+            driver = self.driver
+            if driver is None or driver.lifecycle_state not in (LifecycleState.INACTIVE, LifecycleState.ACTIVE):
+                why = self.last_error or "the driver is still starting"
+                state = driver.lifecycle_state.value if driver is not None else "unconfigured"
+                return {"success": False, "message": f"no driver to recover ({why})", "cleared_fault": "",
+                        "lifecycle_state": state}
+            try:
+                fault = driver.read_state().fault
+            except Exception as exc:
+                fault = f"{type(exc).__name__}: {exc}"
+            if not fault and driver.lifecycle_state is LifecycleState.ACTIVE:
+                return {"success": True, "message": "the driver is active without a fault; nothing to recover",
+                        "cleared_fault": "", "lifecycle_state": "active"}
+            if self.motion is not None:
+                self.motion.request_cancel()
+            try:
+                if driver.lifecycle_state is LifecycleState.ACTIVE:
+                    driver.deactivate()
+                driver.activate()
+            except Exception as exc:
+                return {"success": False, "cleared_fault": "", "lifecycle_state": driver.lifecycle_state.value,
+                        "message": f"the driver stays {driver.lifecycle_state.value}: {exc}; fix the cause and "
+                                   "call recover_driver again"}
+            if self.motion is not None:
+                self.motion.reset()
+            what = f"cleared {fault!r}" if fault else "activated"
+            return {"success": True, "message": f"driver {self.settings.driver!r} {what}; active again",
+                    "cleared_fault": fault, "lifecycle_state": driver.lifecycle_state.value}
 
     def cancel_and_hold(self) -> None:
         """Stop a running motion (it holds) and command a hold."""

@@ -43,6 +43,11 @@ class PerceptionNode(Node):
         **kwargs: passed to ``rclpy.node.Node``.
     """
 
+    #: threads of its MultiThreadedExecutor (captain_harness.nodes.hosting.make_executor): a
+    #: forwarded call blocks its thread until the harness answers, and the answer itself
+    #: needs a free thread; four let two calls and the diagnostics timer overlap.
+    executor_threads = 4
+
     def __init__(self, node_name: str = "perception", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         self.params = declare_schema(self, SCHEMA)

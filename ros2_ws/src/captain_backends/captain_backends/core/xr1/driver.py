@@ -15,14 +15,20 @@ Safety (``safety.py``):
 
 * commands are clipped to the joint limits and step-limited per period
   (``min(max_step_rad, velocity_scale * velocity_limit * period)``);
-* stale joint state (an arm joint not updated for ``stale_state_timeout_s``), a stale
-  F/T reading, or a force/torque beyond the emergency limits latch a fault: the driver
-  stops publishing commands (after an emergency force it first commands one hold at the
-  measured positions; after stale state nothing more, the controller keeps its last
-  command, which is within one step of the arm), ``RobotState.fault`` carries the
-  message, and ``advance()`` / ``send_command()`` raise ``DriverFault``.
-  ``deactivate()`` then ``activate()`` clears the fault once the readings are fresh and
-  within limits again;
+* the staleness watchdog is armed while commands stream (from a ``send_command`` until
+  a control period passes without one), as ros2_control's controllers judge their
+  inputs only while they run: stale joint state (an arm joint not updated for
+  ``stale_state_timeout_s``) or a stale F/T reading then latches a fault. While the arm
+  is idle (active but not commanded, or inactive) staleness is a warning
+  (``watchdog_warning``), never a latched fault, and a command sent while the readings
+  are stale faults at once. A force/torque beyond the emergency limits latches a fault
+  whenever the driver is active. After a fault the driver stops publishing commands
+  (after an emergency force it first commands one hold at the measured positions; after
+  stale state nothing more, the controller keeps its last command, which is within one
+  step of the arm), ``RobotState.fault`` carries the message, and ``advance()`` /
+  ``send_command()`` raise ``DriverFault``. ``deactivate()`` then ``activate()`` (the
+  harness's ``recover_driver`` service, over ROS) clears the fault once the readings are
+  fresh and within limits again;
 * a ``ForceGuard`` is checked against every F/T reading; when it trips, the driver
   commands a hold at the measured positions and returns at once. A wrist F/T sensor
   cannot separate finger contacts from others, so ``ignore_finger_contacts`` cannot be
@@ -106,6 +112,9 @@ class XR1Driver(RobotDriver):
         self._gripper_fraction: float | None = None
         self._period_end_s = 0.0
         self._commands_published = 0
+        #: the staleness watchdog is armed while commands stream (see the module docstring)
+        self._armed = False
+        self._commanded_this_period = False
 
     # ------------------------------------------------------------------ lifecycle
     def _on_configure(self) -> None:
@@ -158,6 +167,7 @@ class XR1Driver(RobotDriver):
         self._limiter.reset(q)
         self._buffer.drain_wrenches()
         self._gripper_fraction = None
+        self._armed = self._commanded_this_period = False
         self._period_end_s = time.monotonic() + self.control_period_s
 
     def _wait_for_controller(self) -> None:
@@ -179,6 +189,7 @@ class XR1Driver(RobotDriver):
 
     def _on_deactivate(self) -> None:
         """Streaming stops; the position controller keeps the last command (a hold)."""
+        self._armed = self._commanded_this_period = False
 
     def _on_shutdown(self) -> None:
         if self._transport is not None:
@@ -207,18 +218,41 @@ class XR1Driver(RobotDriver):
         return self._commands_published
 
     # ------------------------------------------------------------------- safety
-    def _safety_message(self, now_s: float) -> str:
-        """The first failing safety condition now, or ``""``."""
+    def _staleness_message(self, now_s: float) -> str:
+        """Stale joint state or F/T reading now, or ``""``."""
         s = self.config.safety
         _, _, times = self._buffer.joints(self._arm_names)
         message = stale_state_fault(self._arm_names, times, now_s, s.stale_state_timeout_s)
         if message or not self.config.wrench.topic:
             return message
         w = self._buffer.latest_wrench()
-        message = stale_wrench_fault(None if w is None else w.time_s, now_s, s.stale_wrench_timeout_s)
-        if message or w is None:
-            return message
+        return stale_wrench_fault(None if w is None else w.time_s, now_s, s.stale_wrench_timeout_s)
+
+    def _emergency_message(self) -> str:
+        """The latest F/T reading beyond the emergency limits, or ``""``."""
+        s = self.config.safety
+        w = self._buffer.latest_wrench() if self.config.wrench.topic else None
+        if w is None:
+            return ""
         return emergency_wrench_fault(w.force_n, w.torque_nm, s.emergency_force_n, s.emergency_torque_nm)
+
+    def _safety_message(self, now_s: float) -> str:
+        """The first failing safety condition now (staleness, then emergency), or ``""``."""
+        return self._staleness_message(now_s) or self._emergency_message()
+
+    @property
+    def watchdog_armed(self) -> bool:
+        """True while commands stream (the staleness watchdog latches faults)."""
+        return self._armed and self._lifecycle is LifecycleState.ACTIVE
+
+    @property
+    def watchdog_warning(self) -> str:
+        """Staleness seen while the watchdog is not armed (idle or inactive), as a warning
+        for diagnostics; ``""`` when the readings are fresh or before configure."""
+        if self._buffer is None or self.watchdog_armed:
+            return ""
+        message = self._staleness_message(time.monotonic())
+        return message.replace("; commanding stopped", " (arm idle: a command now would fault)") if message else ""
 
     def _latch_fault(self, message: str, *, hold: bool) -> None:
         if self._fault:
@@ -230,16 +264,22 @@ class XR1Driver(RobotDriver):
                 self._publish_arm(self._limiter.hold(q))
 
     def _check(self, now_s: float) -> None:
-        """Latch a fault when a safety condition fails (only while ACTIVE)."""
+        """Latch a fault when a safety condition fails (only while ACTIVE): the emergency
+        limits always, staleness only while the watchdog is armed."""
         if self._fault or self._lifecycle is not LifecycleState.ACTIVE:
             return
-        message = self._safety_message(now_s)
+        message = self._staleness_message(now_s) if self._armed else ""
         if message:
-            self._latch_fault(message, hold=message.startswith("emergency"))
+            self._latch_fault(message, hold=False)
+            return
+        message = self._emergency_message()
+        if message:
+            self._latch_fault(message, hold=True)
 
     def _raise_if_faulted(self) -> None:
         if self._fault:
-            raise DriverFault(f"XR1 driver faulted: {self._fault} (deactivate() and activate() to resume)")
+            raise DriverFault(f"XR1 driver faulted: {self._fault} (recover it: the harness's recover_driver service, "
+                              "or deactivate() then activate())")
 
     # --------------------------------------------------------------------- state
     def _wrench_base(self, w: WrenchReading | None, q: np.ndarray) -> np.ndarray:
@@ -265,7 +305,9 @@ class XR1Driver(RobotDriver):
                 fraction = self._gripper.fraction(gq)
                 opening_m = fraction * self._gripper.max_opening_m
         wrench = self._wrench_base(self._buffer.latest_wrench(), q)
-        fault = self._fault or ("" if self._lifecycle is LifecycleState.ACTIVE else self._safety_message(now))
+        # inactive: the emergency condition is reported (activation would refuse it);
+        # staleness of an idle arm is a warning only (``watchdog_warning``)
+        fault = self._fault or ("" if self._lifecycle is LifecycleState.ACTIVE else self._emergency_message())
         return RobotState(
             time_s=now,
             joint_positions_rad=q,
@@ -301,6 +343,7 @@ class XR1Driver(RobotDriver):
         fraction = command.gripper_target_fraction
         if fraction is not None and not np.isfinite(fraction):
             raise BackendError(f"gripper_target_fraction must be in 0..1 or None; got {fraction}")
+        self._armed = self._commanded_this_period = True  # streaming: the watchdog judges the readings
         self._check(time.monotonic())
         self._raise_if_faulted()
         sent = self._limiter.limit(q)
@@ -361,6 +404,8 @@ class XR1Driver(RobotDriver):
             wake = min(end, oldest + stale_timeout + 1e-3)
             seen = self._buffer.wait(max(0.0, wake - now), seen)
         self._limiter.next_period()
+        # a period without a command ends the stream: the watchdog disarms until the next one
+        self._armed, self._commanded_this_period = self._commanded_this_period, False
         return AdvanceReport(time.monotonic() - start, substeps, peak)
 
     # ------------------------------------------------------------------- cameras
