@@ -221,13 +221,17 @@ def test_workspace_quota_and_file_size_limit(tmp_path: Path) -> None:
         s.close()
 
 
-def test_forged_channel_messages_restart_the_session(session: SandboxSession) -> None:
-    r = run(session, "robot._state['channel'].send({'op': 'done', 'cell': 999})")
-    assert r.restarted and "protocol" in r.restart_reason
+def test_forged_channel_messages_are_ignored_and_broken_frames_restart_the_session(
+        session: SandboxSession) -> None:
+    # a done message without the cell's token (or for another cell) does not end the cell
+    r = run(session, "link = robot._state['link']\n"
+                     "link.send({'op': 'done', 'cell': 1, 'stdout': 'forged'})\n"
+                     "link.send({'op': 'done', 'cell': 999})\nprint('real')")
+    assert not r.restarted and r.stdout == "real\n" and r.ignored_messages == 2
     deep = ("import struct, time\n"
             "body = b'{\"op\":\"call\",\"id\":1,\"name\":\"observe\",\"args\":' + b'[' * 100000 + b']' * 100000"
             " + b',\"kwargs\":{}}'\n"
-            "robot._state['channel'].sock.sendall(struct.pack('>I', len(body)) + body)\ntime.sleep(5)")
+            "robot._state['link']._channel.sock.sendall(struct.pack('>I', len(body)) + body)\ntime.sleep(5)")
     r = run(session, deep)
     assert r.restarted and "protocol" in r.restart_reason
     assert run(session, "print(3)").stdout == "3\n"

@@ -23,6 +23,51 @@ QUATERNION_NORM_TOLERANCE = 0.1
 TOP_DOWN_QUATERNION_HINT = "[0, 2**-0.5, 2**-0.5, 0] (top-down grasp)"
 
 
+#: Bounds of one robot call's arguments as they arrive from the session (see
+#: ``check_call_payload``): nesting depth, integer magnitude, characters of text in all.
+MAX_PAYLOAD_DEPTH = 32
+MAX_PAYLOAD_INT = 2**1024
+MAX_PAYLOAD_TEXT_CHARS = 1024 * 1024
+MAX_PAYLOAD_ITEMS = 200_000
+
+
+def check_call_payload(args: Any, kwargs: Any) -> None:
+    """Check a robot call's JSON arguments against the bounds above before any primitive
+    converts them.
+
+    Raises:
+        ArgumentError: with a one-line reason (nesting too deep, an integer of 2**1024 or
+            more in magnitude, too much text, too many items).
+    """
+    budget = [MAX_PAYLOAD_TEXT_CHARS, MAX_PAYLOAD_ITEMS]
+    stack: list[tuple[Any, int]] = [(args, 0), (kwargs, 0)]
+    while stack:
+        value, depth = stack.pop()
+        budget[1] -= 1
+        if budget[1] < 0:
+            raise ArgumentError(f"arguments hold more than {MAX_PAYLOAD_ITEMS} items")
+        if isinstance(value, bool) or value is None or isinstance(value, float):
+            continue
+        if isinstance(value, int):
+            if not -MAX_PAYLOAD_INT < value < MAX_PAYLOAD_INT:
+                raise ArgumentError("an integer argument is 2**1024 or more in magnitude; pass a number a float "
+                                    "can hold")
+            continue
+        if isinstance(value, str):
+            budget[0] -= len(value)
+            if budget[0] < 0:
+                raise ArgumentError(f"arguments hold more than {MAX_PAYLOAD_TEXT_CHARS} characters of text")
+            continue
+        if depth >= MAX_PAYLOAD_DEPTH and isinstance(value, (list, dict)):
+            raise ArgumentError(f"arguments nest deeper than {MAX_PAYLOAD_DEPTH} levels")
+        if isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                stack.append((k, depth + 1))
+                stack.append((v, depth + 1))
+
+
 #: number types taken as they are by ``as_vector``'s quick path (bool is not among them)
 _PLAIN_NUMBERS = frozenset({float, int, np.float64, np.float32, np.int64, np.int32})
 
@@ -45,7 +90,11 @@ def as_float(
         raise ArgumentError(
             f"{name} must be a number{f' in {unit}' if unit else ''}, got {type(value).__name__} {_short(value)}"
         )
-    f = float(value)
+    try:
+        f = float(value)
+    except OverflowError:
+        raise ArgumentError(f"{name} is too large (an integer past the float range); "
+                            f"valid: {_range_text(minimum, maximum, unit, exclusive_minimum)}") from None
     if not math.isfinite(f):
         raise ArgumentError(f"{name} must be finite, got {f}")
     rng = _range_text(minimum, maximum, unit, exclusive_minimum)
@@ -67,8 +116,11 @@ def as_vector(name: str, value: Any, length: int, *, unit: str = "", example: st
     if (kind is list or kind is tuple) and len(value) == length:
         # the common case: plain numbers, all finite (anything else takes the checks below)
         isfinite = math.isfinite
-        if all((type(x) in _PLAIN_NUMBERS) and isfinite(x) for x in value):
-            return np.array(value, dtype=float)
+        try:
+            if all((type(x) in _PLAIN_NUMBERS) and isfinite(x) for x in value):
+                return np.array(value, dtype=float)
+        except OverflowError:  # an integer past the float range: the checks below name it
+            pass
     hint = f" e.g. {example}" if example else ""
     if isinstance(value, (str, bytes, dict, set)) or value is None or _is_number(value):
         raise ArgumentError(
@@ -90,6 +142,9 @@ def as_vector(name: str, value: Any, length: int, *, unit: str = "", example: st
     for i, x in enumerate(items):
         if not _is_number(x):
             raise ArgumentError(f"{name}[{i}] must be a number{hint}, got {type(x).__name__} {_short(x)}")
+    for i, x in enumerate(items):
+        if isinstance(x, int) and not -MAX_PAYLOAD_INT < x < MAX_PAYLOAD_INT:
+            raise ArgumentError(f"{name}[{i}] is an integer past the float range{hint}; pass a finite number")
     arr = np.array([float(x) for x in items], dtype=float)
     bad = [i for i in range(length) if not math.isfinite(arr[i])]
     if bad:
@@ -138,7 +193,8 @@ def as_int(name: str, value: Any, *, minimum: int | None = None, maximum: int | 
         raise ArgumentError(f"{name} must be an integer, got {type(value).__name__} {_short(value)}")
     i = int(value)
     if (minimum is not None and i < minimum) or (maximum is not None and i > maximum):
-        raise ArgumentError(f"{name}={i} is out of range; valid: {_range_text(minimum, maximum, '', False)}")
+        shown = str(i) if -10**30 < i < 10**30 else f"{'-' if i < 0 else ''}<{i.bit_length()}-bit integer>"
+        raise ArgumentError(f"{name}={shown} is out of range; valid: {_range_text(minimum, maximum, '', False)}")
     return i
 
 
@@ -162,6 +218,8 @@ def _range_text(minimum: float | None, maximum: float | None, unit: str, exclusi
 
 
 def _short(value: Any, limit: int = 60) -> str:
+    if isinstance(value, int) and not -10**30 < value < 10**30:
+        return f"<{value.bit_length()}-bit integer>"
     try:
         text = repr(value)
     except Exception:

@@ -33,8 +33,11 @@ class BackendRequest:
         task: ``"<suite>/<task>"``, e.g. ``"libero_spatial/0"`` or ``"tabletop/cube_on_plate"``.
         init_state: official initial-state index (-1: the backend's default).
         seed: random seed of the layout (None: the backend's default).
-        workspace: the episode workspace on the host (frames are saved here).
-        session_workspace: the same folder as the session sees it (for paths in results).
+        workspace: where the backend saves frames on the host: the episode's host-only
+            published folder, which the session reads and copies into its own workspace
+            (never the session-writable workspace itself).
+        session_workspace: the session's workspace as the session sees it (for paths in
+            results; file names the backend returns are names in that workspace).
         episode_id: the episode's id.
     """
 

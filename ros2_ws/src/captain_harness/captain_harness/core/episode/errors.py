@@ -21,3 +21,19 @@ class PolicyError(EpisodeError):
 class PolicyUnavailableError(PolicyError):
     """The policy server could not be reached after all retries: an infrastructure
     failure, not a failure of the policy."""
+
+
+class RobotCallTimeoutError(EpisodeError):
+    """A robot call ran past its host-side wall-clock limit; the episode ends.
+
+    Attributes:
+        name: the robot call.
+        limit_s: the limit it ran past, s.
+        cause: ``"call_timeout"`` (the per-call limit: the robot or harness hung) or
+            ``"wall_time"`` (the episode's wall-time budget ran out during the call).
+    """
+
+    def __init__(self, name: str, limit_s: float, cause: str) -> None:
+        self.name, self.limit_s, self.cause = name, limit_s, cause
+        what = "the episode's wall-time budget ran out during" if cause == "wall_time" else "no answer from"
+        super().__init__(f"{what} robot call {name}() within its {limit_s:.3g} s limit; the episode ends")

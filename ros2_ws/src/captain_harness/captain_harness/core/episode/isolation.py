@@ -5,8 +5,9 @@ bubblewrap layout: a fresh root with ``/usr`` (and its ``/bin``, ``/lib`` links)
 Python runtime, the session's site packages (numpy, scipy, Pillow and their bundled
 libraries) and the session's three files mounted read-only; the workspace read-write at
 its session path; size-limited tmpfs on ``/tmp`` and ``/dev/shm``; the runtime's own
-``site-packages`` hidden; new PID (the session is PID 1), network, IPC and UTS
-namespaces; killed with its parent. Everything else on the host is absent.
+``site-packages`` hidden; the host's published folder (frames, TASK.md) read-only; new
+PID (the session is PID 1), network, IPC and UTS namespaces; killed with its parent.
+Everything else on the host is absent.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ SESSION_FILES = {  # host file -> name inside the session's library folder
 }
 SESSION_LIB = "/opt/captain/session"  # the session's files inside the sandbox
 SESSION_SITE = "/opt/captain/site"  # numpy, scipy, Pillow inside the sandbox
+SESSION_PUBLISHED = "/opt/captain/published"  # the host's published files, read-only
 _CLONE_NEWNET = 0x40000000
 EXIT_CPU_LIMIT = 87  # the kernel's exit status at the CPU-time limit (kernel.EXIT_CPU_LIMIT)
 _UID_COUNTER = itertools.count()
@@ -131,8 +133,14 @@ def count_user_processes(uid: int) -> int:
 
 
 def bwrap_argv(python: str, prefix: str, site_dirs: list[tuple[str, str]], info_fd: int, *, workspace: Path,
-               session_workspace: str, tmp_bytes: int, switch_uid: bool) -> list[str]:
-    """The bubblewrap command line (without the program to run) of a session: see the module docstring."""
+               session_workspace: str, tmp_bytes: int, switch_uid: bool, published: Path | None = None) -> list[str]:
+    """The bubblewrap command line (without the program to run) of a session: see the module docstring.
+
+    ``published`` (the host's published folder) is mounted read-only at ``SESSION_PUBLISHED``.
+    bubblewrap's ``--disable-userns`` needs ``--unshare-user``, which would map the session's
+    uid to the host's root outside the sandbox; user namespaces are refused by the kernel's
+    seccomp filter instead.
+    """
     argv = [
         "bwrap",
         "--unshare-ipc",
@@ -204,6 +212,8 @@ def bwrap_argv(python: str, prefix: str, site_dirs: list[tuple[str, str]], info_
     for src, dst in SESSION_FILES.items():
         dest = f"{SESSION_LIB}/{dst}"
         argv += [*dirs_for(dest), "--ro-bind", str(HERE / src), dest]
+    if published is not None:
+        argv += [*dirs_for(SESSION_PUBLISHED), "--ro-bind", str(published), SESSION_PUBLISHED]
     ws = session_workspace
     argv += [*dirs_for(ws), "--bind", str(workspace), ws, "--chdir", ws]
     if switch_uid:

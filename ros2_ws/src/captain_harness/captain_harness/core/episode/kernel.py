@@ -10,7 +10,18 @@ sandbox, with one end of the narrow channel inherited as a file descriptor. It
   in a notebook), capturing stdout and stderr, and answers with the output, the
   traceback of a failing cell and the images the cell attached with ``image()``,
 * turns SIGINT (the host's per-cell timeout) into ``KeyboardInterrupt`` inside the
-  cell only, so the namespace survives an interrupted cell.
+  cell only, so the namespace survives an interrupted cell,
+* forbids new user namespaces (a seccomp filter on ``unshare``/``clone`` with
+  ``CLONE_NEWUSER``) where the kernel supports seccomp,
+* copies the files the host publishes (frames, ``TASK.md``) from the read-only published
+  folder into the workspace itself, as the session's own user: the host never writes
+  into the workspace (see ``sandbox.py``).
+
+The channel is read by one thread of the kernel only, which hands results to the robot
+call waiting for them and everything else to the cell loop, so a thread a cell leaves
+running cannot take another cell's messages. Robot calls carry the running cell's number
+and are refused between cells; a cell's ``done`` carries a token the host sent with that
+cell's ``exec``.
 
 Only the standard library is needed here (numpy is imported for the session when it
 is installed). The harness package is not importable inside the sandbox.
@@ -26,10 +37,15 @@ import json
 import linecache
 import math
 import os
+import platform
+import queue
 import resource
 import signal
 import socket
+import struct
 import sys
+import tempfile
+import threading
 import time
 import traceback
 from typing import Any
@@ -40,12 +56,79 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import contextlib
 
-from _captain_channel import Channel, ChannelClosedError  # type: ignore
+from _captain_channel import Channel, ChannelClosedError, ProtocolViolationError  # type: ignore
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 #: Exit status when the CPU-time limit is reached (the host's ``sandbox.py`` knows it).
 EXIT_CPU_LIMIT = 87
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+_CLONE_NEWUSER = 0x10000000
+#: Published files copied into the workspace at most, bytes each.
+MAX_PUBLISHED_BYTES = 64 * 1024 * 1024
+
+
+class Link:
+    """The kernel's end of the channel: one reader thread and serialised sends.
+
+    Results go to the robot call waiting for their id; every other message goes to the
+    cell loop's inbox. ``closed`` is set when the host is gone.
+    """
+
+    def __init__(self, channel: Channel) -> None:
+        self._channel = channel
+        self._send_lock = threading.Lock()
+        self._pending: dict[int, list[Any]] = {}
+        self._pending_lock = threading.Lock()
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.closed = False
+        # started while SIGINT is blocked, so the interrupt always reaches the cell's thread
+        threading.Thread(target=self._read, name="captain-channel", daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                message = self._channel.recv()
+            except (ChannelClosedError, ProtocolViolationError, OSError):
+                break
+            if message is None:
+                continue
+            if message.get("op") == "result":
+                with self._pending_lock:
+                    slot = self._pending.pop(message.get("id"), None)  # type: ignore[arg-type]
+                if slot is not None:
+                    slot[1] = message
+                    slot[0].set()
+                continue
+            self.inbox.put(message)
+        self.closed = True
+        with self._pending_lock:
+            slots, self._pending = list(self._pending.values()), {}
+        for slot in slots:
+            slot[0].set()
+        self.inbox.put(None)
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Send one message (whole: sends of several threads never interleave)."""
+        with self._send_lock:
+            self._channel.send(message)
+
+    def request(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """Send a call (``message["id"]`` set) and wait for its result; None if the host is gone."""
+        slot: list[Any] = [threading.Event(), None]
+        with self._pending_lock:
+            if self.closed:
+                return None
+            self._pending[message["id"]] = slot
+        try:
+            self.send(message)
+        except (ChannelClosedError, ProtocolViolationError, OSError):
+            with self._pending_lock:
+                self._pending.pop(message["id"], None)
+            return None
+        slot[0].wait()
+        return slot[1]
 
 
 class _Capture(io.TextIOBase):
@@ -97,10 +180,11 @@ class _Capture(io.TextIOBase):
 class Kernel:
     """The persistent namespace and the cell runner."""
 
-    def __init__(self, channel: Channel, config: dict[str, Any]) -> None:
-        self.channel = channel
+    def __init__(self, link: Link, config: dict[str, Any]) -> None:
+        self.link = link
         self.config = config
         self.workspace = os.path.realpath(config.get("workspace") or os.getcwd())
+        self.published = config.get("published")
         self.max_images = int(config.get("max_images", 4))
         self.output_limit_chars = int(config.get("output_limit_chars", 1_000_000))
         self.cell_images: list[str] = []
@@ -116,12 +200,13 @@ class Kernel:
         """Import the session's modules and fill the namespace."""
         import robot  # the client module installed next to this file
 
-        robot._install(self.channel, specs)
+        robot._install(self.link, specs)
+        robot._state.update(publish=self.publish, cell=None)
         self.robot = robot
         self.pid = os.getpid()
         # A process forked by a cell has no channel: its robot calls fail instead of
         # interleaving with the session's messages.
-        os.register_at_fork(after_in_child=lambda: robot._state.update(channel=None))
+        os.register_at_fork(after_in_child=lambda: robot._state.update(link=None))
         self.namespace.update(robot=robot, math=math, image=self.image)
         try:
             import numpy as np
@@ -129,6 +214,25 @@ class Kernel:
             self.namespace["np"] = np
         except ImportError:
             pass
+
+    # ------------------------------------------------------------- published files
+    def publish(self, names: Any, replace: bool = True) -> None:
+        """Copy host-published files into the workspace (``replace``: over what has the name;
+        otherwise only where nothing has it). The copy goes through a new temporary file
+        and a rename, so whatever the cell left at a name is replaced, never written
+        through; a name that cannot be placed is reported in the cell output."""
+        if not self.published or not isinstance(names, list):
+            return
+        for name in names:
+            if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+                continue
+            target = os.path.join(self.workspace, name)
+            if not replace and os.path.lexists(target):
+                continue
+            problem = _copy_published(os.path.join(self.published, name), self.workspace, target)
+            if problem:
+                self.cell_notes.append(f"[{name} could not be placed in the workspace ({problem}); "
+                                       f"it stays readable as {self.published}/{name}]")
 
     # ------------------------------------------------------------------ image()
     def image(self, x: Any) -> None:
@@ -200,8 +304,8 @@ class Kernel:
             return None
 
     # -------------------------------------------------------------------- cells
-    def run_cell(self, index: int, code: str) -> dict[str, Any]:
-        """Execute one cell; returns the ``done`` message."""
+    def run_cell(self, index: int, code: str, token: str = "") -> dict[str, Any]:
+        """Execute one cell; returns the ``done`` message (with the cell's ``token``)."""
         self.cell_index = index
         self.cell_images = []
         self.cell_notes = []
@@ -214,6 +318,7 @@ class Kernel:
         sys.stdout = sys.stderr = capture
         if self.robot is not None:
             self.robot._state["wait_s"] = 0.0
+            self.robot._state["cell"] = index
         started = time.perf_counter()
         try:
             _discard_pending_sigint()
@@ -230,6 +335,8 @@ class Kernel:
         finally:
             if os.getpid() != self.pid:
                 os._exit(0)  # a process forked by the cell ends with the cell, never runs the kernel loop
+            if self.robot is not None:
+                self.robot._state["cell"] = None  # threads the cell left running: no more robot calls
             sys.stdout, sys.stderr = saved
             _discard_pending_sigint()
             if self.kill_strays:
@@ -239,6 +346,7 @@ class Kernel:
         return {
             "op": "done",
             "cell": index,
+            "token": token,
             "stdout": capture.getvalue(),
             "error": error,
             "interrupted": interrupted,
@@ -262,21 +370,92 @@ class Kernel:
     def serve(self) -> None:
         """Answer ``exec`` messages until the host closes the channel."""
         while True:
-            try:
-                message = self.channel.recv()
-            except ChannelClosedError:
-                return
+            message = self.link.inbox.get()
             if message is None:
-                continue
+                return
             op = message.get("op")
             if op == "exec":
-                reply = self.run_cell(int(message.get("cell", 0)), str(message.get("code", "")))
+                reply = self.run_cell(int(message.get("cell", 0)), str(message.get("code", "")),
+                                      str(message.get("token", "")))
                 try:
-                    self.channel.send(reply)
-                except ChannelClosedError:
+                    self.link.send(reply)
+                except (ChannelClosedError, ProtocolViolationError, OSError):
                     return
             elif op == "shutdown":
                 return
+
+
+def _copy_published(source: str, folder: str, target: str) -> str | None:
+    """Copy ``source`` (read-only published folder) to ``target`` through a temporary file
+    and a rename; returns a problem in words, or None."""
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    tmp = None
+    try:
+        with os.fdopen(fd, "rb") as src:
+            data = src.read(MAX_PUBLISHED_BYTES + 1)
+        if len(data) > MAX_PUBLISHED_BYTES:
+            return "too large"
+        out, tmp = tempfile.mkstemp(dir=folder, prefix=".published-")
+        with os.fdopen(out, "wb") as dst:
+            dst.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+        tmp = None
+    except OSError as exc:
+        return f"{exc.strerror or type(exc).__name__}: something else has that name" \
+            if isinstance(exc, (IsADirectoryError, NotADirectoryError)) else (exc.strerror or str(exc))
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return None
+
+
+#: (AUDIT_ARCH, unshare, clone, clone3) syscall numbers per machine.
+_SECCOMP_ARCH = {"x86_64": (0xC000003E, 272, 56, 435), "aarch64": (0xC00000B7, 97, 220, 435)}
+
+
+def _block_user_namespaces() -> bool:
+    """Install a seccomp filter that refuses new user namespaces (``unshare`` and ``clone``
+    with ``CLONE_NEWUSER`` fail with EPERM; ``clone3`` reports ENOSYS so the C library
+    falls back to ``clone``, whose flags the filter can see). True when installed."""
+    arch = _SECCOMP_ARCH.get(platform.machine())
+    if arch is None:
+        return False
+    audit, nr_unshare, nr_clone, nr_clone3 = arch
+    ld, jeq, jset, jge, ret = 0x20, 0x15, 0x45, 0x35, 0x06
+    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+    prog = [
+        (ld, 0, 0, 4),                  # 0: A = arch
+        (jeq, 1, 0, audit),             # 1: same arch -> 3
+        (ret, 0, 0, eperm),             # 2: another arch (a 32-bit entry): refuse
+        (ld, 0, 0, 0),                  # 3: A = syscall number
+        (jge, 0, 1, 0x40000000),        # 4: x32 syscall numbers -> 5
+        (ret, 0, 0, eperm),             # 5
+        (jeq, 0, 1, nr_clone3),         # 6: clone3 -> 7
+        (ret, 0, 0, enosys),            # 7
+        (jeq, 1, 0, nr_unshare),        # 8: unshare -> 10
+        (jeq, 0, 3, nr_clone),          # 9: clone -> 10, else allow (13)
+        (ld, 0, 0, 16),                 # 10: A = low word of the flags
+        (jset, 0, 1, _CLONE_NEWUSER),   # 11: CLONE_NEWUSER -> 12
+        (ret, 0, 0, eperm),             # 12
+        (ret, 0, 0, allow),             # 13
+    ]
+    code = b"".join(struct.pack("HBBI", *ins) for ins in prog)
+    buf = ctypes.create_string_buffer(code, len(code))
+
+    class _Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = _Fprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) == 0
+    except OSError:
+        return False
 
 
 def _as_uint8(x: Any) -> Any:
@@ -337,6 +516,7 @@ def _drop_privileges(config: dict[str, Any]) -> dict[str, Any]:
         report["no_new_privs"] = libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
     except OSError:
         report["no_new_privs"] = False
+    report["user_namespaces_blocked"] = bool(report["no_new_privs"]) and _block_user_namespaces()
     nproc = config.get("max_processes")
     if nproc is not None:
         try:
@@ -371,15 +551,17 @@ def main() -> None:
     for path in reversed(config.get("site", [])):
         sys.path.insert(1, path)
     sock = socket.socket(fileno=int(config["fd"]))
-    channel = Channel(sock)
-    init = channel.recv()
+    link = Link(Channel(sock))
+    init = link.inbox.get()
     if not init or init.get("op") != "init":
         return
-    kernel = Kernel(channel, config)
+    kernel = Kernel(link, config)
     kernel.setup(init.get("specs", []))
+    kernel.publish(init.get("publish"), replace=False)  # TASK.md, NOTES.md, frames: only where missing
     report["python"] = sys.version.split()[0]
     report["cwd"] = os.getcwd()
-    channel.send({"op": "ready", "report": report})
+    report["publish_notes"] = kernel.cell_notes
+    link.send({"op": "ready", "report": report})
     kernel.serve()
 
 

@@ -7,7 +7,9 @@ history as tool messages, and the next request goes out. The loop ends when
 * ``finish()`` was accepted (after the request's cells),
 * a reply has no tool call,
 * a budget is exhausted when the next request would start (requests, physical
-  actions or wall time; the wall time also bounds every cell),
+  actions or wall time; the wall time also bounds every cell and every robot call),
+* a robot call runs past its host-side wall-clock limit (``robot_call_timeout``, an
+  infrastructure failure; the episode's record and outcome are still written),
 * the policy cannot be reached (an infrastructure failure),
 * the ``before_request`` hook asks to stop (RL: the critic cut or the missed-finish
   stop); the hook receives the host-only snapshot taken before the request, which never
@@ -28,12 +30,13 @@ from typing import Any
 
 from captain_harness.core.budget import Budget
 from captain_harness.core.episode.cells import DEFAULT_OUTPUT_TOKENS, format_cell_output, truncate_to_tokens
-from captain_harness.core.episode.errors import PolicyError, PolicyUnavailableError
+from captain_harness.core.episode.channel import clean, clean_text
+from captain_harness.core.episode.errors import PolicyError, PolicyUnavailableError, RobotCallTimeoutError
 from captain_harness.core.episode.history import History, Turn, defined_names
 from captain_harness.core.episode.policy.base import PolicyClient, PolicyReply, PolicyRequest, ToolCall
 from captain_harness.core.episode.records import EpisodeRecorder
 from captain_harness.core.episode.router import CallRouter
-from captain_harness.core.episode.sandbox import SandboxSession
+from captain_harness.core.episode.sandbox import CellRun, SandboxSession
 
 
 @dataclass
@@ -44,6 +47,8 @@ class LoopConfig:
         cell_timeout_s: time limit of one cell, s (also capped by the wall time left).
         max_output_tokens: token budget of one cell's output.
         max_calls_per_cell: robot calls one cell may make.
+        call_timeout_s: host-side wall-clock limit of one robot call, s (also capped by the
+            wall time left); a call past it ends the episode (``robot_call_timeout``).
         end_on_finish: end the episode as soon as ``finish()`` is accepted (remaining
             tool calls of that reply are not run).
         record_snapshots: write the backend's host-only snapshot taken before every
@@ -53,6 +58,7 @@ class LoopConfig:
     cell_timeout_s: float = 120.0
     max_output_tokens: int = DEFAULT_OUTPUT_TOKENS
     max_calls_per_cell: int = 500
+    call_timeout_s: float = 180.0
     end_on_finish: bool = True
     record_snapshots: bool = False
 
@@ -61,7 +67,8 @@ class LoopConfig:
 class LoopResult:
     """How the loop ended: ``end_reason`` (``finished``, ``no_tool_call``,
     ``budget_requests``, ``budget_physical_actions``, ``budget_wall_time``,
-    ``policy_unavailable``, ``policy_error``), the requests made, and per-request timings."""
+    ``policy_unavailable``, ``policy_error``, ``robot_call_timeout``), the requests made, and
+    per-request timings."""
 
     end_reason: str
     requests: int
@@ -99,6 +106,25 @@ def request_record(cells: list[dict[str, Any]], finished_before: bool, finished_
         "python_error_only": errored and not calls,
         "accepted_finish": finished_after and not finished_before,
     }
+
+
+def sanitize_reply(reply: PolicyReply) -> PolicyReply:
+    """The reply with every text a policy produced passed through ``channel.clean_text``
+    (lone surrogates replaced): the one boundary where policy text enters the harness."""
+    reply.content = clean_text(reply.content) if isinstance(reply.content, str) else str(reply.content or "")
+    reply.reasoning = clean_text(reply.reasoning) if isinstance(reply.reasoning, str) else str(reply.reasoning or "")
+    for call in reply.tool_calls:
+        call.id = clean_text(str(call.id))
+        call.code = clean_text(call.code) if isinstance(call.code, str) else str(call.code)
+        if call.error is not None:
+            call.error = clean_text(str(call.error))
+    if isinstance(reply.meta if hasattr(reply, "meta") else None, dict):
+        reply.meta = clean(reply.meta)  # type: ignore[attr-defined]
+    if reply.model is not None:
+        reply.model = clean_text(str(reply.model))
+    if reply.finish_reason is not None:
+        reply.finish_reason = clean_text(str(reply.finish_reason))
+    return reply
 
 
 def reply_meta(reply: PolicyReply) -> dict[str, Any]:
@@ -147,6 +173,8 @@ class EpisodeLoop:
         self.before_request = before_request
         self.cell_index = 0
         self.started_s = time.monotonic()
+        #: The robot call that ran past its limit (the episode ended), if any.
+        self.hung_call: RobotCallTimeoutError | None = None
         #: The result so far (complete once ``run`` returns; partial if it raised).
         self.result = LoopResult(end_reason="", requests=0)
 
@@ -211,6 +239,7 @@ class EpisodeLoop:
         except PolicyError as exc:
             result.error = str(exc)
             return "policy_error"
+        reply = sanitize_reply(reply)
         policy_s = max(0.0, time.perf_counter() - t_policy - reply.client_overhead_s)
         self.history.calibrate(estimated, reply.usage.get("prompt_tokens"))
         assistant = reply.assistant_message()
@@ -231,7 +260,12 @@ class EpisodeLoop:
             cell = self._run_call(call, turn)
             cells.append(cell)
             code_s += cell.get("code_s", 0.0)
-        if not reply.tool_calls:
+            if self.hung_call is not None:
+                break
+        if self.hung_call is not None:
+            end = "budget_wall_time" if self.hung_call.cause == "wall_time" else "robot_call_timeout"
+            result.error = None if end == "budget_wall_time" else str(self.hung_call)
+        elif not reply.tool_calls:
             end = "no_tool_call"
         elif self.router.finished and self.config.end_on_finish:
             end = "finished"
@@ -289,7 +323,14 @@ class EpisodeLoop:
         timeout_s = min(self.config.cell_timeout_s, wall_left)
         self.router.begin_cell()
         self.router.max_calls_per_cell = self.config.max_calls_per_cell
-        run = self.session.run_cell(self.cell_index, call.code, timeout_s, self.router)
+        try:
+            run = self.session.run_cell(self.cell_index, call.code, timeout_s, self.router,
+                                        call_timeout_s=self.config.call_timeout_s,
+                                        episode_deadline=time.monotonic() + wall_left)
+        except RobotCallTimeoutError as exc:
+            self.hung_call = exc
+            run = CellRun(error=None, timed_out=True, duration_s=exc.limit_s,
+                          notes=[f"[{exc}]"])
         calls = list(self.router.cell_calls)
         receipts = [c.receipt for c in calls]
         notes = list(run.notes)
@@ -329,6 +370,8 @@ class EpisodeLoop:
             "error": run.error,
             "timed_out": run.timed_out,
             "restart_reason": run.restart_reason,
+            "quota_exceeded": run.quota_exceeded,
+            "ignored_messages": run.ignored_messages,
             "calls": [
                 {
                     "name": c.name,

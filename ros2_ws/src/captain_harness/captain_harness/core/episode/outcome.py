@@ -7,8 +7,9 @@
 * ``budget_exhausted``: failed, and a budget (requests, physical actions, wall time) ran out;
 * ``stopped``: failed, and the agent replied without a tool call and without finishing;
 * ``finished`` / ``not_finished``: no host predicate is available (e.g. a real robot);
-* ``infrastructure_failure``: the policy server could not be reached, or the harness failed;
-  such episodes are excluded from success rates.
+* ``infrastructure_failure``: the policy server could not be reached or answered malformed
+  replies, the harness failed, or a robot call ran past its host-side limit
+  (``robot_call_timeout``); such episodes are excluded from success rates.
 
 Host success is the benchmark's goal predicate on the final state, evaluated on the host.
 """
@@ -20,7 +21,8 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-INFRASTRUCTURE_END_REASONS = frozenset({"policy_unavailable", "policy_error", "harness_error"})
+INFRASTRUCTURE_END_REASONS = frozenset({"policy_unavailable", "policy_error", "harness_error",
+                                        "robot_call_timeout"})
 
 
 class Outcome(enum.StrEnum):

@@ -9,7 +9,11 @@ paths in the rows are relative to it)::
     episodes/<episode>/events.jsonl                  per request: code, cell outputs,
                                                      receipts, timings, token ids
     episodes/<episode>/outcome.json                  the outcome, at the end
-    episodes/<episode>/workspace/                    the session's workspace
+    episodes/<episode>/session.log                   the session process's own output (capped)
+    episodes/<episode>/published/                    host-only: frames, TASK.md, NOTES.md template
+                                                     (read-only to the session, which copies them)
+    episodes/<episode>/workspace/                    the session's workspace (session-writable;
+                                                     the host never writes or follows anything here)
     episodes/<episode>/episode.mcap                  optional, for Foxglove
 
 A row is the request as the harness sent it plus the model's reply: ``messages`` ends
@@ -40,11 +44,15 @@ MAX_IMAGE_SIDE_PX = 4096
 
 
 def read_workspace_file(workspace: Path, relative: str, max_bytes: int = MAX_IMAGE_BYTES) -> bytes:
-    """Read a regular file inside ``workspace`` without following any symbolic link.
+    """Read a regular file inside ``workspace`` without following any symbolic link and
+    without opening anything else: each folder is opened relative to its parent's fd with
+    ``O_NOFOLLOW``, the file first with ``O_PATH`` (opening a FIFO or device that way has
+    no effect and cannot block), checked to be a regular file with a single link, and only
+    then reopened read-only through that fd.
 
     Raises:
-        ValueError: the path leaves the workspace, passes a link, is not a regular file or
-            is larger than ``max_bytes``.
+        ValueError: the path leaves the workspace, passes a link, is not a regular file,
+            has other hard links or is larger than ``max_bytes``.
     """
     parts = [p for p in PurePosixPath(relative).parts if p not in ("", ".")]
     if not parts or any(p == ".." for p in parts) or PurePosixPath(relative).is_absolute():
@@ -56,27 +64,40 @@ def read_workspace_file(workspace: Path, relative: str, max_bytes: int = MAX_IMA
             nfd = os.open(part, flags_dir, dir_fd=fd)
             os.close(fd)
             fd = nfd
-        ffd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        pfd = os.open(parts[-1], os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
     except OSError as exc:
         raise ValueError(f"{relative!r} cannot be opened in the workspace ({exc.strerror})") from exc
     finally:
         os.close(fd)
     try:
-        st = os.fstat(ffd)
+        st = os.fstat(pfd)
         if not stat.S_ISREG(st.st_mode):
             raise ValueError(f"{relative!r} is not a regular file")
+        if st.st_nlink != 1:
+            raise ValueError(f"{relative!r} has other hard links")
         if st.st_size > max_bytes:
             raise ValueError(f"{relative!r} is {st.st_size} bytes, more than {max_bytes}")
+        try:  # reopen the very inode the O_PATH fd holds (no name is looked up again)
+            ffd = os.open(f"/proc/self/fd/{pfd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            raise ValueError(f"{relative!r} cannot be read ({exc.strerror})") from exc
+    finally:
+        os.close(pfd)
+    try:
+        st2 = os.fstat(ffd)
+        if (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(st2.st_mode):
+            raise ValueError(f"{relative!r} changed while it was opened")
         with os.fdopen(ffd, "rb", closefd=False) as f:
-            return f.read(max_bytes + 1)
+            return f.read(max_bytes + 1)[:max_bytes]
     finally:
         os.close(ffd)
 
 
 def write_workspace_file(workspace: Path, name: str, data: bytes) -> Path:
-    """Write a host file (a frame, TASK.md) into the workspace safely: through a fresh temporary
-    file and an atomic rename, so a link the session planted under ``name`` is replaced, never
-    followed."""
+    """Write a host file (a frame, TASK.md) into a folder through a fresh temporary file and an
+    atomic rename, so whatever has the name is replaced, never written through. Episodes call
+    it on the host-only published folder (``EpisodeRecorder.published``), never on the
+    session's workspace."""
     import tempfile
 
     target = Path(workspace) / name
@@ -97,17 +118,20 @@ class ImageStore:
     """Copies images from the workspace into the records (validated, never overwritten) and
     returns their row paths (relative to the records root)."""
 
-    def __init__(self, workspace: Path, image_dir: Path, row_prefix: str) -> None:
+    def __init__(self, workspace: Path, image_dir: Path, row_prefix: str, published: Path | None = None) -> None:
         self.workspace = Path(workspace)
+        self.published = Path(published) if published is not None else None
         self.image_dir = Path(image_dir)
         self.row_prefix = row_prefix.rstrip("/")
         self.image_dir.mkdir(parents=True, exist_ok=True)
         self._by_digest: dict[tuple[str, str], str] = {}
 
-    def attach(self, name: str) -> tuple[str | None, str | None]:
-        """(row path, None) for a valid image file of the workspace, else (None, reason)."""
+    def attach(self, name: str, published: bool = False) -> tuple[str | None, str | None]:
+        """(row path, None) for a valid image file of the workspace (``published``: of the
+        host's published folder), else (None, reason)."""
+        folder = self.published if published and self.published is not None else self.workspace
         try:
-            data = read_workspace_file(self.workspace, name)
+            data = read_workspace_file(folder, name)
         except ValueError as exc:
             return None, f"image {name}: {exc}"
         return self.add_bytes(PurePosixPath(name).name, data)
@@ -171,12 +195,15 @@ class EpisodeRecorder:
         self.episode_id = episode_id
         self.episode_dir = self.root / "episodes" / episode_id
         self.workspace = self.episode_dir / "workspace"
+        self.published = self.episode_dir / "published"
         self.rows_path = self.episode_dir / "rows.jsonl"
         self.events_path = self.episode_dir / "events.jsonl"
         self.outcome_path = self.episode_dir / "outcome.json"
         self.workspace.mkdir(parents=True, exist_ok=True)
+        self.published.mkdir(parents=True, exist_ok=True)
         self.images = ImageStore(
-            self.workspace, self.root / "images" / "episodes" / episode_id, f"images/episodes/{episode_id}"
+            self.workspace, self.root / "images" / "episodes" / episode_id, f"images/episodes/{episode_id}",
+            published=self.published,
         )
         self.tools = tools if tools is not None else [PYTHON_TOOL]
         self.meta = {

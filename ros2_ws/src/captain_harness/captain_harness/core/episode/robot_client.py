@@ -8,7 +8,10 @@ answers with the result dict; the receipt line is added to the cell output by th
 host. Calls never raise: a lost host is reported as a failed result dict.
 
 Arguments must be JSON-like: numbers, strings, lists, dicts, ``None``; numpy arrays
-and numpy scalars are converted to lists and numbers.
+and numpy scalars are converted to lists and numbers. Arguments past the channel's
+bounds (nesting, integer size, encoded size) give an ``invalid_argument`` result dict.
+Calls are answered only while a cell runs: a thread an earlier cell left running gets a
+refusal, never another cell's messages.
 
 The file uses only the standard library (it is loaded in the sandbox, where the
 harness package is not importable).
@@ -22,14 +25,17 @@ import time
 from typing import Any
 
 try:  # inside the sandbox the channel module is installed next to this file
-    from _captain_channel import ChannelClosedError, ProtocolViolationError, to_jsonable  # type: ignore
+    from _captain_channel import ArgumentBoundError, encode_call_arguments  # type: ignore
 except ImportError:  # on the host (tests, in-process use)
-    from captain_harness.core.episode.channel import ChannelClosedError, ProtocolViolationError, to_jsonable
+    from captain_harness.core.episode.channel import ArgumentBoundError, encode_call_arguments
 
 _RESULT_KEYS = ("success", "executed", "failure_category", "message", "value", "diagnostics", "budget")
 
-_state: dict[str, Any] = {"channel": None, "next_id": 0, "names": [], "wait_s": 0.0}
-_lock = threading.Lock()
+#: link: the kernel's channel end (``request(message)``); cell: the running cell's number
+#: (None between cells); publish: the kernel's copier of host-published files.
+_state: dict[str, Any] = {"link": None, "next_id": 0, "names": [], "wait_s": 0.0, "cell": None,
+                          "publish": None}
+_id_lock = threading.Lock()
 
 
 def _failure(message: str, category: str = "internal_error") -> dict[str, Any]:
@@ -40,33 +46,34 @@ def _failure(message: str, category: str = "internal_error") -> dict[str, Any]:
 def _call(name: str, args: tuple, kwargs: dict) -> dict[str, Any]:
     """Send one call and wait for its result (SIGINT is held back while the call is in flight,
     so an interrupt never cuts a message in half; it is delivered when the call returns)."""
-    channel = _state["channel"]
-    if channel is None:
+    link = _state["link"]
+    if link is None:
         return _failure("the robot client is not connected to the harness")
+    cell = _state["cell"]
+    if cell is None:
+        time.sleep(0.05)  # a thread calling in a loop between cells does not spin
+        return _failure(f"{name}(): robot calls are answered only while a cell runs (this call came from a "
+                        "thread an earlier cell left running)", "cancelled")
     try:
-        payload = {"op": "call", "name": name, "args": to_jsonable(list(args)), "kwargs": to_jsonable(kwargs)}
-    except (ValueError, TypeError, RecursionError) as exc:
-        return _failure(f"{name}(): arguments are not JSON-like ({exc}); pass numbers, strings, lists, dicts",
-                        "invalid_argument")
-    with _lock:
+        plain_args, plain_kwargs = encode_call_arguments(args, kwargs)
+    except ArgumentBoundError as exc:
+        return _failure(f"{name}(): {exc}; pass numbers, strings, lists and dicts", "invalid_argument")
+    with _id_lock:
         _state["next_id"] += 1
         call_id = _state["next_id"]
-        payload["id"] = call_id
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        started = time.perf_counter()
-        try:
-            channel.send(payload)
-            while True:
-                message = channel.recv()
-                if message is None:
-                    continue
-                if message.get("op") == "result" and message.get("id") == call_id:
-                    break
-        except (ChannelClosedError, ProtocolViolationError, OSError) as exc:
-            return _failure(f"the harness host is not reachable ({exc}); the session cannot reach the robot")
-        finally:
-            _state["wait_s"] += time.perf_counter() - started
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    payload = {"op": "call", "id": call_id, "cell": cell, "name": name, "args": plain_args,
+               "kwargs": plain_kwargs}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    started = time.perf_counter()
+    try:
+        message = link.request(payload)
+        if message is not None and _state["publish"] is not None and message.get("publish"):
+            _state["publish"](message.get("publish"))
+    finally:
+        _state["wait_s"] += time.perf_counter() - started
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    if message is None:
+        return _failure("the harness host is not reachable; the session cannot reach the robot")
     result = message.get("result")
     if not isinstance(result, dict):
         return _failure(f"the harness returned no result dict for {name}")
@@ -96,13 +103,13 @@ def _make(name: str, signature: str = "(*args, **kwargs)", doc: str = "") -> Any
     return call
 
 
-def _install(channel: Any, specs: list[dict[str, Any]]) -> None:
-    """Connect the module to the channel and define one function per robot call.
+def _install(link: Any, specs: list[dict[str, Any]]) -> None:
+    """Connect the module to the kernel's channel end and define one function per robot call.
 
     ``specs`` items have ``name``, ``signature`` (text such as ``"(duration_s=1.0)"``) and
     ``doc``.
     """
-    _state["channel"] = channel
+    _state["link"] = link
     names = []
     for spec in specs:
         name = str(spec["name"])

@@ -5,17 +5,30 @@ translated between the session's view of the workspace and the host's, the call 
 through the ``RobotAPI`` (``finish`` included, which the completion gate answers), and
 the receipt is kept for the cell output. Calls past a per-cell limit and physical calls
 after an accepted ``finish()`` are refused with a result dict, never an exception.
+
+Arguments are checked against the channel's bounds before any primitive sees them
+(``arguments.check_call_payload``: nesting, integer size, encoded size). Tracebacks a
+primitive put into ``diagnostics`` go to the host log only, never to the session. Files
+the call wrote into the host-only published folder (frames) are listed in the answer as
+``publish``; the session copies them into its workspace itself.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from captain_harness.core.api import RobotAPI
+from captain_harness.core.arguments import check_call_payload
+from captain_harness.core.errors import ArgumentError
 from captain_harness.core.results import FailureCategory, format_receipt, make_result
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -44,15 +57,49 @@ class CallRouter:
         api: the robot API (with ``finish`` registered).
         host_workspace / session_workspace: the workspace on the host and in the session.
         max_calls_per_cell: robot calls one cell may make.
+        published: the host-only folder the primitives write frames into (None: none);
+            paths under it are shown to the session as paths in its workspace.
     """
 
     api: RobotAPI
     host_workspace: Path
     session_workspace: str
     max_calls_per_cell: int = 500
+    published: Path | None = None
     finished: bool = False
     cell_calls: list[CallSummary] = field(default_factory=list)
     robot_s: float = 0.0
+    _seen: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._scan_published()  # what is there before the first call (initial frames, TASK.md)
+
+    def _scan_published(self) -> list[str]:
+        """Names of published regular files that are new or changed since the last scan
+        (made readable to the session's uid)."""
+        if self.published is None:
+            return []
+        changed = []
+        try:
+            with os.scandir(self.published) as entries:
+                for entry in entries:
+                    if entry.name.startswith("."):
+                        continue
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if not stat.S_ISREG(st.st_mode):
+                        continue
+                    sig = (st.st_ino, st.st_size, st.st_mtime_ns)
+                    if self._seen.get(entry.name) != sig:
+                        self._seen[entry.name] = sig
+                        if st.st_mode & 0o044 != 0o044:
+                            os.chmod(entry.path, 0o644)  # host-only folder: readable by the session's uid
+                        changed.append(entry.name)
+        except OSError:
+            return []
+        return sorted(changed)
 
     def begin_cell(self) -> None:
         """Reset the per-cell call list."""
@@ -67,6 +114,12 @@ class CallRouter:
             return [self._translate(v, src, dst) for v in value]
         if isinstance(value, dict):
             return {k: self._translate(v, src, dst) for k, v in value.items()}
+        return value
+
+    def _translate_out(self, value: Any) -> Any:
+        value = self._translate(value, str(self.host_workspace), self.session_workspace)
+        if self.published is not None:
+            value = self._translate(value, str(self.published), self.session_workspace)
         return value
 
     def _refuse(self, name: str, category: str, message: str) -> dict[str, Any]:
@@ -91,6 +144,10 @@ class CallRouter:
                 FailureCategory.CANCELLED.value,
                 "finish() was accepted; the episode has ended and nothing moves any more",
             )
+        try:
+            check_call_payload(args, kwargs)
+        except ArgumentError as exc:
+            return self._refuse(name, FailureCategory.INVALID_ARGUMENT.value, f"{name}(): {exc}")
         host, session = str(self.host_workspace), self.session_workspace
         args = self._translate(args, session, host)
         kwargs = self._translate(kwargs, session, host)
@@ -98,8 +155,12 @@ class CallRouter:
         outcome = self.api.call(name, args, kwargs)
         duration = time.perf_counter() - started
         self.robot_s += duration
-        result = self._translate(outcome.result, host, session)
-        receipt = self._translate(outcome.receipt, host, session)
+        diagnostics = outcome.result.get("diagnostics")
+        if isinstance(diagnostics, dict) and "traceback" in diagnostics:
+            _log.error("robot call %s failed on the host:\n%s", name, diagnostics["traceback"])
+            outcome.result["diagnostics"] = {k: v for k, v in diagnostics.items() if k != "traceback"}
+        result = self._translate_out(outcome.result)
+        receipt = self._translate_out(outcome.receipt)
         if (
             name == "finish"
             and result.get("success")
@@ -120,4 +181,8 @@ class CallRouter:
                 log_index=record.index if record is not None else None,
             )
         )
-        return {"result": result, "receipt": receipt}
+        answer: dict[str, Any] = {"result": result, "receipt": receipt}
+        published = self._scan_published()
+        if published:
+            answer["publish"] = published
+        return answer

@@ -4,7 +4,12 @@
 gate), writes TASK.md and NOTES.md into the workspace, takes the initial head and wrist
 frames, starts the sandboxed session, runs the ReAct loop, evaluates host success and
 writes the records. It never raises for anything the policy or its code does; an
-unreachable policy server ends the episode as an infrastructure failure.
+unreachable policy server ends the episode as an infrastructure failure, and so does a
+robot call that runs past its host-side limit (``LoopConfig.call_timeout_s``).
+
+Frames and ``TASK.md`` go to the episode's host-only published folder (the backend's
+``BackendRequest.workspace``), records next to it; the session's workspace is written
+only by the session (see ``sandbox.py``).
 
 ``rollout`` runs a list of (task, initial state) episodes in ``workers`` processes and
 summarises them (host %, strict %, false finish %, requests, actions, wall time, harness
@@ -108,12 +113,12 @@ def _initial_images(backend: Backend, recorder: EpisodeRecorder) -> list[str]:
         names = list(backend.initial_images())
     elif "observe" in backend.api.specs:
         outcome = backend.api.call("observe")
-        names = _image_names(outcome.result.get("value"), recorder.workspace)
+        names = _image_names(outcome.result.get("value"), recorder.published)
     elif backend.driver is not None and hasattr(backend.driver, "capture"):
-        names = capture_frames(backend.driver, recorder.workspace)
+        names = capture_frames(backend.driver, recorder.published)
     paths = []
     for name in names[:4]:
-        path, _problem = recorder.images.attach(name)
+        path, _problem = recorder.images.attach(name, published=True)
         if path is not None:
             paths.append(path)
     return paths
@@ -144,7 +149,8 @@ def _image_names(value: Any, workspace: Path, depth: int = 0) -> list[str]:
 
 
 def capture_frames(driver: Any, workspace: Path) -> list[str]:
-    """Capture the head and wrist cameras into ``obs_000_head.png`` / ``obs_000_wrist.png``."""
+    """Capture the head and wrist cameras into ``obs_000_head.png`` / ``obs_000_wrist.png`` in
+    ``workspace`` (an episode passes its host-only published folder)."""
     import io
 
     from PIL import Image
@@ -229,13 +235,13 @@ def run_episode(
     error: str | None = None
     host_success: bool | None = None
     try:
-        session = SandboxSession(recorder.workspace, [], sandbox_cfg)
+        session = SandboxSession(recorder.workspace, [], sandbox_cfg, published=recorder.published)
         backend = resolve_factory(backend_factory)(
             BackendRequest(
                 task=task,
                 init_state=init_state,
                 seed=seed,
-                workspace=recorder.workspace,
+                workspace=recorder.published,
                 session_workspace=session.session_workspace,
                 episode_id=episode_id,
             )
@@ -258,8 +264,8 @@ def run_episode(
             ),
             backend.api.specs,
         )
-        write_workspace_file(recorder.workspace, "TASK.md", task_md.encode("utf-8"))
-        write_workspace_file(recorder.workspace, "NOTES.md", NOTES_MD.encode("utf-8"))
+        write_workspace_file(recorder.published, "TASK.md", task_md.encode("utf-8"))
+        write_workspace_file(recorder.published, "NOTES.md", NOTES_MD.encode("utf-8"))
         task_images = _initial_images(backend, recorder)
         session.specs = client_specs(backend)
         session.start()
@@ -273,7 +279,8 @@ def run_episode(
         budget = Budget(cfg.limits)
         backend.api.budget = budget
         router = CallRouter(
-            backend.api, recorder.workspace, session.session_workspace, cfg.loop.max_calls_per_cell
+            backend.api, recorder.workspace, session.session_workspace, cfg.loop.max_calls_per_cell,
+            published=recorder.published,
         )
         loop = EpisodeLoop(
             episode_id=episode_id,
@@ -306,7 +313,8 @@ def run_episode(
         except Exception as exc:  # a failing predicate is reported, not raised
             error = (error or "") + f"\nhost success check failed: {type(exc).__name__}: {exc}"
     end_reason = loop_result.end_reason if loop_result is not None else "harness_error"
-    if loop_result is not None and error and end_reason not in ("policy_unavailable", "policy_error"):
+    if loop_result is not None and error and end_reason not in ("policy_unavailable", "policy_error",
+                                                                   "robot_call_timeout"):
         end_reason = "harness_error"
     finished = bool(router and router.finished)
     label = classify(host_success, finished, end_reason)

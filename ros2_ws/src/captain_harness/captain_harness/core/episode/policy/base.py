@@ -116,9 +116,10 @@ def new_call_id() -> str:
 def parse_tool_arguments(name: str | None, arguments: Any) -> tuple[str, str | None]:
     """(code, error) of one tool call whose ``arguments`` is a JSON string or a dict."""
     if name not in (None, "python"):
+        shown = repr(name) if isinstance(name, str) else type(name).__name__
         return (
             "",
-            f"Error: there is no tool named {name!r}; the only tool is `python` with one argument `input`.",
+            f"Error: there is no tool named {shown[:80]}; the only tool is `python` with one argument `input`.",
         )
     args = arguments
     if isinstance(args, str):
@@ -129,6 +130,9 @@ def parse_tool_arguments(name: str | None, arguments: Any) -> tuple[str, str | N
                 f"Error: the python tool's arguments are not valid JSON ({exc.msg} at position {exc.pos}); "
                 'send {"input": "<python source>"}.'
             )
+        except (ValueError, RecursionError):
+            return "", ('Error: the python tool\'s arguments nest too deeply to be read; '
+                        'send {"input": "<python source>"}.')
     if not isinstance(args, dict) or not isinstance(args.get("input"), str):
         return "", 'Error: the python tool takes one argument, {"input": "<python source>"}.'
     return args["input"], None

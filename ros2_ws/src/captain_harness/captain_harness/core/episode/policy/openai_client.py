@@ -235,10 +235,12 @@ class OpenAIChatPolicy(PolicyClient):
                     raw = resp.read()
                 try:
                     data = json.loads(raw.decode("utf-8"))
+                except RecursionError as exc:
+                    raise PolicyError("the policy server's answer nests JSON too deeply to be read") from exc
                 except (UnicodeDecodeError, ValueError) as exc:
                     last_error = f"the server answered with invalid JSON ({exc})"
                 else:
-                    if isinstance(data, dict) and data.get("choices"):
+                    if isinstance(data, dict) and "choices" in data and data.get("choices") is not None:
                         return data
                     last_error = f"the server answered without choices: {str(data)[:200]}"
             except urllib.error.HTTPError as exc:
@@ -294,35 +296,113 @@ def _calls_from_text(content: str) -> tuple[list[ToolCall], str]:
     return calls, content
 
 
+def _malformed(what: str) -> PolicyError:
+    return PolicyError(f"the policy server's answer is malformed: {what}")
+
+
+def _text_field(obj: dict[str, Any], key: str, where: str) -> str:
+    value = obj.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _malformed(f"{where}.{key} is a {type(value).__name__}, not text")
+    return value
+
+
+def _usage(value: Any) -> dict[str, Any]:
+    """``usage`` with its token counts checked (non-negative integers)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _malformed(f"usage is a {type(value).__name__}, not an object")
+    out: dict[str, Any] = {}
+    for key, count in value.items():
+        if key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            if count is None:
+                continue
+            if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count < 2**53:
+                raise _malformed(f"usage.{key} is {str(count)[:40]!r}, not a token count")
+            out[key] = count
+        elif isinstance(key, str) and isinstance(count, (int, float)) and not isinstance(count, bool):
+            out[key] = count  # other numeric fields are kept as reported
+    return out
+
+
+def _int_list(value: Any, where: str) -> list[int] | None:
+    if not value:
+        return None
+    if not isinstance(value, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+        raise _malformed(f"{where} is not a list of token ids")
+    return list(value)
+
+
 def parse_completion(data: dict[str, Any]) -> PolicyReply:
-    """A chat-completions response -> ``PolicyReply``."""
-    choice = data["choices"][0]
+    """A chat-completions response -> ``PolicyReply``.
+
+    Raises:
+        PolicyError: the answer is malformed (``choices`` not a list of objects, a message
+            that is not an object, text fields that are not text, usage counts that are not
+            integers, nesting too deep); the message says which part.
+    """
+    try:
+        return _parse_completion(data)
+    except PolicyError:
+        raise
+    except RecursionError as exc:
+        raise _malformed("it nests too deeply") from exc
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
+        raise _malformed(f"{type(exc).__name__}: {str(exc)[:200]}") from exc
+
+
+def _parse_completion(data: dict[str, Any]) -> PolicyReply:
+    if not isinstance(data, dict):
+        raise _malformed(f"the body is a JSON {type(data).__name__}, not an object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise _malformed(f"choices is a {type(choices).__name__}, not a non-empty list")
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise _malformed(f"choices[0] is a {type(choice).__name__}, not an object")
     msg = choice.get("message") or {}
-    content = msg.get("content") or ""
-    reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
+    if not isinstance(msg, dict):
+        raise _malformed(f"choices[0].message is a {type(msg).__name__}, not an object")
+    content = _text_field(msg, "content", "message")
+    reasoning = _text_field(msg, "reasoning_content", "message") or _text_field(msg, "reasoning", "message")
     if not reasoning:
         reasoning, content = _split_think(content)
     calls: list[ToolCall] = []
-    for c in msg.get("tool_calls") or []:
+    tool_calls = msg.get("tool_calls") or []
+    if not isinstance(tool_calls, list):
+        raise _malformed(f"message.tool_calls is a {type(tool_calls).__name__}, not a list")
+    for c in tool_calls:
+        if not isinstance(c, dict):
+            raise _malformed(f"a tool call is a {type(c).__name__}, not an object")
         fn = c.get("function") or {}
+        if not isinstance(fn, dict):
+            raise _malformed(f"a tool call's function is a {type(fn).__name__}, not an object")
         code, error = parse_tool_arguments(fn.get("name"), fn.get("arguments"))
-        calls.append(ToolCall(c.get("id") or new_call_id(), code, error))
+        call_id = c.get("id")
+        calls.append(ToolCall(call_id if isinstance(call_id, str) and call_id else new_call_id(), code, error))
     if not calls and "<tool_call>" in content:
         calls, content = _calls_from_text(content)
     logprobs = None
     lp = choice.get("logprobs")
     if isinstance(lp, dict) and isinstance(lp.get("content"), list):
+        if not all(isinstance(t, dict) for t in lp["content"]):
+            raise _malformed("logprobs.content is not a list of objects")
         logprobs = [float(t.get("logprob", 0.0)) for t in lp["content"]]
-    prompt_ids = data.get("prompt_token_ids") or choice.get("prompt_token_ids")
-    completion_ids = choice.get("token_ids")
+    prompt_ids = _int_list(data.get("prompt_token_ids") or choice.get("prompt_token_ids"), "prompt_token_ids")
+    completion_ids = _int_list(choice.get("token_ids"), "token_ids")
+    finish_reason = choice.get("finish_reason")
+    model = data.get("model")
     return PolicyReply(
         content=content.strip(),
         reasoning=reasoning.strip(),
         tool_calls=calls,
-        finish_reason=choice.get("finish_reason"),
-        usage=dict(data.get("usage") or {}),
-        prompt_token_ids=list(prompt_ids) if prompt_ids else None,
-        completion_token_ids=list(completion_ids) if completion_ids else None,
+        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+        usage=_usage(data.get("usage")),
+        prompt_token_ids=prompt_ids,
+        completion_token_ids=completion_ids,
         logprobs=logprobs,
-        model=data.get("model"),
+        model=model if isinstance(model, str) else None,
     )
