@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from captain_backends.core.registry import driver_class
 from captain_harness.core.episode.backend import Backend, BackendRequest, default_backend, driver_for_task
 
 #: Driver options of a wide-layout start with appearance randomisation.
@@ -36,8 +37,9 @@ def wide_layout_backend(request: BackendRequest) -> Backend:
     """A seeded wide-layout start with appearance randomisation (see the module docstring)."""
     name, _ = driver_for_task(request.task)
     overrides: dict[str, Any] = {}
-    if name == "libero":
-        # the official state the layout starts from is drawn from the seed
+    if "random_layout" in driver_class(name).config_keys():
+        # a driver with seeded wide layouts (LIBERO): the official state the layout
+        # starts from is drawn from the seed
         overrides = {**WIDE_LAYOUT_OPTIONS, "init_state": 0}
     return default_backend(replace(request, init_state=-1), driver_options=overrides)
 

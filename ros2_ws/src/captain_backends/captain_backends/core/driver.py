@@ -14,6 +14,15 @@ period: simulated drivers step physics synchronously (faster than real time), re
 drivers wait for the wall clock. Force guards are checked by the driver at every
 physics substep where it can (simulation) and at every state update otherwise.
 
+Faults: ``RobotState.fault`` is non-empty while the driver has stopped commanding
+because of a safety condition (stale state or wrench on a real robot, an emergency
+force, an unstable simulation). Meanwhile ``send_command()`` raises ``DriverFault`` and
+sends nothing, and ``advance()`` either raises ``DriverFault`` or holds the arm where it
+is. A simulated driver leaves the fault on ``reset()``; a real one on ``deactivate()``
+then ``activate()``, which raises ``DriverFault`` while the condition lasts. A real
+driver whose joint state is older than its staleness limit faults by the next
+``send_command()`` or ``advance()``. ``captain_backends.testing`` checks all of this.
+
 Frames and units: joint positions in rad, velocities in rad/s, forces in N, torques in
 N·m, lengths in m, time in s. Cartesian quantities are in the robot base frame (z up)
 unless a name says otherwise (``T_base_camera`` maps camera coordinates to the base
@@ -23,10 +32,12 @@ frame; cameras use the OpenCV optical convention: x right, y down, z forward).
 from __future__ import annotations
 
 import abc
+import dataclasses
 import enum
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -225,10 +236,40 @@ class RobotDriver(abc.ABC):
     Class attributes:
         simulated: True for drivers that step physics themselves.
         control_period_s: the period of one ``advance()``.
+        config_type: the driver's typed configuration, a dataclass whose fields are the
+            keyword options the constructor accepts (see ``core/config.py``); the
+            constructor refuses any other name with the list of valid ones.
+        constructor_options: keyword arguments the constructor takes besides the
+            configuration's fields (e.g. an injected transport factory, or ``config``
+            when it may be a file path).
+        task_suites: task suites whose tasks the driver loads, as ``fnmatch`` patterns
+            (``"libero_*"``); empty: the suite named like the driver's entry point.
     """
 
     simulated: bool = False
     control_period_s: float = 0.01
+    config_type: ClassVar[type | None] = None
+    constructor_options: ClassVar[tuple[str, ...]] = ()
+    task_suites: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def config_keys(cls) -> tuple[str, ...]:
+        """Every keyword option the constructor accepts: the fields of ``config_type``
+        and ``constructor_options`` (a driver that reads its configuration from a file
+        given as ``config`` lists ``"config"`` there). Without a ``config_type``, the
+        named keyword parameters of ``__init__``."""
+        if cls.config_type is not None:
+            return tuple(f.name for f in dataclasses.fields(cls.config_type)) + tuple(cls.constructor_options)
+        params = inspect.signature(cls.__init__).parameters.values()
+        return tuple(p.name for p in params if p.name != "self"
+                     and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+
+    @classmethod
+    def task_options(cls, suite: str, name: str) -> dict[str, Any]:
+        """Constructor options that load task ``name`` of ``suite`` (for the task id
+        ``"<suite>/<name>"``). Default: ``{"task": name}``; a driver whose task option
+        is the whole id overrides this."""
+        return {"task": name}
 
     def __init__(self) -> None:
         self._lifecycle = LifecycleState.UNCONFIGURED

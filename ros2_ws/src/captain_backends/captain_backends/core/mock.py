@@ -20,11 +20,13 @@ Frames: the robot base frame of the tabletop scene (the table top is at
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from captain_backends.core.config import DriverConfig, DriverConfigError
 from captain_backends.core.driver import (
     HEAD_CAMERA,
     WRIST_CAMERA,
@@ -59,19 +61,43 @@ _FLOOR_RGB = np.array([110, 114, 120], dtype=np.uint8)
 _CHECKER_M = 0.05
 
 
+@dataclass(frozen=True)
+class MockConfig(DriverConfig):
+    """Options of the mock driver.
+
+    Attributes:
+        task: the only task, ``"empty"`` (a bare table).
+        image_size_px: square camera image size, px.
+        cache_dir: folder for the generated Panda model files (see ``panda_model``).
+    """
+
+    task: str = "empty"
+    image_size_px: int = IMAGE_SIZE_PX
+    cache_dir: str | Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.task != "empty":
+            raise DriverConfigError(f"the mock driver has one task, 'empty'; got task={self.task!r}")
+        if not 16 <= self.image_size_px <= 4096:
+            raise DriverConfigError(f"image_size_px = {self.image_size_px} px is outside 16..4096")
+
+
 class MockDriver(SimulatedDriver):
     """A driver without physics for tests of everything above the driver interface.
 
     Args:
-        image_size_px: square camera image size.
-        cache_dir: folder for the generated Panda model files (see ``panda_model``).
+        config: a ``MockConfig``; or its options by keyword (``image_size_px=64``,
+            ``cache_dir``, ``task="empty"``). Unknown names are refused with the valid ones.
     """
 
     control_period_s = 0.01
+    config_type = MockConfig
 
-    def __init__(self, image_size_px: int = IMAGE_SIZE_PX, cache_dir: str | Path | None = None) -> None:
+    def __init__(self, config: MockConfig | None = None, **options: Any) -> None:
         super().__init__()
-        self._size = int(image_size_px)
+        self.config = MockConfig.resolve(config, options, driver="mock")
+        self._size = int(self.config.image_size_px)
+        cache_dir = self.config.cache_dir
         self._cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._lock = threading.RLock()
 

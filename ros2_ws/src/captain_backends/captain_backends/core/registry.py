@@ -5,11 +5,15 @@ pyproject.toml::
 
     entry_points={"captain.drivers": ["my_arm = my_pkg.my_driver:MyArmDriver"]}
 
-and ``make_driver("my_arm", **config)`` constructs it.
+and ``make_driver("my_arm", **config)`` constructs it. Tasks (``"<suite>/<name>"``) go
+to the driver registered under the suite's name, else to the one whose
+``task_suites`` patterns match the suite (LIBERO: ``libero_*``); no driver is named
+anywhere else.
 """
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
@@ -47,5 +51,42 @@ def driver_class(name: str) -> type[RobotDriver]:
 
 
 def make_driver(name: str, **config: Any) -> RobotDriver:
-    """Construct (not yet configure) the driver registered under ``name``."""
+    """Construct (not yet configure) the driver registered under ``name``; every option
+    goes to the constructor, which refuses unknown ones with the list of valid ones."""
     return driver_class(name)(**config)
+
+
+def driver_for_suite(suite: str) -> str:
+    """The registered driver that loads tasks of ``suite``: the driver of that name,
+    else the one whose ``task_suites`` patterns match it.
+
+    Raises:
+        UnknownDriverError: no driver, or more than one, claims the suite.
+    """
+    eps = _entry_points()
+    if suite in eps:
+        return suite
+    claims = sorted(name for name in eps
+                    if any(fnmatchcase(suite, pattern) for pattern in driver_class(name).task_suites))
+    if len(claims) == 1:
+        return claims[0]
+    if not claims:
+        raise UnknownDriverError(
+            f"no driver loads tasks of suite {suite!r}; registered drivers: {', '.join(sorted(eps)) or 'none'} "
+            "(a driver loads the suite named like it, or those its task_suites patterns match)")
+    raise UnknownDriverError(f"suite {suite!r} is claimed by several drivers: {', '.join(claims)}")
+
+
+def driver_for_task(task: str) -> tuple[str, dict[str, Any]]:
+    """The registered driver name and the constructor options that load ``task``
+    (``"<suite>/<name>"``, e.g. ``"libero_spatial/0"`` or ``"tabletop/cube_on_plate"``).
+
+    Raises:
+        UnknownDriverError: a malformed task id, or no driver for its suite.
+    """
+    suite, sep, name = task.partition("/")
+    if not sep or not suite or not name:
+        raise UnknownDriverError(f"task {task!r} must look like <suite>/<task>, e.g. libero_spatial/0 or "
+                                 "tabletop/cube_on_plate or mock/empty")
+    driver = driver_for_suite(suite)
+    return driver, driver_class(driver).task_options(suite, name)

@@ -22,7 +22,6 @@ and scene and gets fresh primitives.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import shutil
 import tempfile
@@ -247,16 +246,16 @@ def task_string(driver: str, task: str) -> str:
 
 
 def _construct(name: str, options: dict[str, Any], extra: dict[str, Any]) -> RobotDriver:
-    """Construct a registered driver with the options its constructor accepts."""
+    """Construct a registered driver: the episode's options (task, start state) where its
+    typed config declares them, and every option of ``extra`` (the driver refuses an
+    unknown one with the list of valid ones)."""
     try:
         cls = driver_class(name)
     except BackendError as exc:
         raise HostError(f"{exc}; set the harness parameter 'driver' to one of: {', '.join(available_drivers())}"
                         ) from exc
-    params = inspect.signature(cls).parameters
-    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    chosen = options if accepts_any else {k: v for k, v in options.items() if k in params}
-    return cls(**chosen, **extra)
+    accepted = cls.config_keys()
+    return cls(**{k: v for k, v in options.items() if k in accepted}, **extra)
 
 
 @dataclass
@@ -297,12 +296,12 @@ class RobotHost:
         if seed >= 0:
             options["seed"] = seed
         extra = dict(s.driver_options) if driver == s.driver else {}
-        cls_params = inspect.signature(driver_class(driver)).parameters
-        if "image_size_px" in cls_params and "image_size_px" not in extra:
+        accepted = driver_class(driver).config_keys()
+        if "image_size_px" in accepted and "image_size_px" not in extra:
             extra["image_size_px"] = s.image_size_px
-        if "config" in cls_params and s.driver_config_path and "config" not in extra:
+        if "config" in accepted and s.driver_config_path and "config" not in extra:
             extra["config"] = s.driver_config_path
-        if driver == "xr1" and s.namespace and "namespace" not in extra:
+        if "namespace" in accepted and s.namespace and "namespace" not in extra:
             extra["namespace"] = s.namespace.strip("/")
         return options, extra
 

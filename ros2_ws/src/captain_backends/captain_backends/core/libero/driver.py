@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+import captain_backends.core.libero.catalogue as catalogue
 from captain_backends.core.driver import (
     AdvanceReport,
     CameraFrame,
@@ -42,7 +43,6 @@ from captain_backends.core.driver import (
     TaskInfo,
 )
 from captain_backends.core.errors import BackendError, DriverFault
-from captain_backends.core.libero import catalogue
 from captain_backends.core.libero.appearance import AppearanceFlags
 from captain_backends.core.libero.cameras import optical_pose_world
 from captain_backends.core.libero.config import LiberoConfig
@@ -73,6 +73,13 @@ class LiberoDriver(SimulatedDriver):
     """
 
     simulated = True
+    config_type = LiberoConfig
+    task_suites = ("libero_*",)
+
+    @classmethod
+    def task_options(cls, suite: str, name: str) -> dict[str, Any]:
+        """LIBERO's ``task`` option is the whole id, ``"libero_spatial/0"``."""
+        return {"task": f"{suite}/{name}"}
 
     def __init__(self, config: LiberoConfig | None = None, **options: Any) -> None:
         super().__init__()

@@ -34,14 +34,16 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import mujoco
 import numpy as np
 
+from captain_backends.core.config import DriverConfig
 from captain_backends.core.driver import (
     HEAD_CAMERA,
     WRIST_CAMERA,
@@ -90,36 +92,54 @@ _INIT_STATE_STREAM = 0x7AB1E
 _FINGER_OPEN_M = 0.04
 
 
-class TabletopDriver(SimulatedDriver):
-    """MuJoCo tabletop with robosuite's Panda.
+@dataclass(frozen=True)
+class TabletopConfig(DriverConfig):
+    """Options of the tabletop driver.
 
-    Args:
+    Attributes:
         task: ``"cube_on_plate"`` (default), ``"stack_cubes"`` or ``"pick_cube"``.
         seed: layout seed used by ``configure()``'s first reset (None: random).
-        image_size_px: square camera image size (512 by default).
+        image_size_px: square camera image size (512 by default), px.
         cache_dir: folder for the generated robot MJCF/SRDF (default
             ``$CAPTAIN_CACHE_DIR`` or ``~/.cache/captain``).
-        settle_s: simulated time objects settle after a reset (arm holding home).
+        settle_s: simulated time objects settle after a reset (arm holding home), s.
         controller_omega_rad_s: joint tracking bandwidth (natural frequency), rad/s.
         acceleration_scale: multiple of the Panda's datasheet joint accelerations the
             controller may command.
     """
 
+    task: str = "cube_on_plate"
+    seed: int | None = 0
+    image_size_px: int = IMAGE_SIZE_PX
+    cache_dir: str | Path | None = None
+    settle_s: float = 0.1
+    controller_omega_rad_s: float = 60.0
+    acceleration_scale: float = 2.0
+
+
+class TabletopDriver(SimulatedDriver):
+    """MuJoCo tabletop with robosuite's Panda.
+
+    Args:
+        config: a ``TabletopConfig``; or its options by keyword (``task="pick_cube"``,
+            ``seed=3``, ``image_size_px=64``, ...). Unknown names are refused with the
+            valid ones.
+    """
+
     control_period_s = 0.01
     substeps = round(0.01 / TIMESTEP_S)
+    config_type = TabletopConfig
 
-    def __init__(self, task: str = "cube_on_plate", seed: int | None = 0,
-                 image_size_px: int = IMAGE_SIZE_PX, cache_dir: str | Path | None = None,
-                 settle_s: float = 0.1, controller_omega_rad_s: float = 60.0,
-                 acceleration_scale: float = 2.0) -> None:
+    def __init__(self, config: TabletopConfig | None = None, **options: Any) -> None:
         super().__init__()
-        self.task = get_task(task)
-        self._seed = seed
-        self._image_size_px = int(image_size_px)
-        self._cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self._settle_steps = round(settle_s / TIMESTEP_S)
-        self._omega = float(controller_omega_rad_s)
-        self._acceleration_scale = float(acceleration_scale)
+        self.config = c = TabletopConfig.resolve(config, options, driver="tabletop")
+        self.task = get_task(c.task)
+        self._seed = c.seed
+        self._image_size_px = int(c.image_size_px)
+        self._cache_dir = Path(c.cache_dir) if c.cache_dir is not None else None
+        self._settle_steps = round(c.settle_s / TIMESTEP_S)
+        self._omega = float(c.controller_omega_rad_s)
+        self._acceleration_scale = float(c.acceleration_scale)
         self._lock = threading.RLock()
         self._renderer: RgbdRenderer | None = None
         self._model: mujoco.MjModel | None = None

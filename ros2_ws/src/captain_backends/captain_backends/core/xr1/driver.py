@@ -89,6 +89,8 @@ class XR1Driver(RobotDriver):
     """
 
     simulated = False
+    config_type = XR1Config
+    constructor_options = ("config", "transport_factory", "cache_dir")
 
     def __init__(self, config: XR1Config | Mapping[str, Any] | str | Path | None = None, *,
                  transport_factory: TransportFactory | None = None, cache_dir: str | Path | None = None,

@@ -11,7 +11,6 @@ when their package provides them.
 from __future__ import annotations
 
 import importlib
-import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,31 +116,34 @@ def split_task(task: str) -> tuple[str, str]:
 
 
 def driver_for_task(task: str) -> tuple[str, dict[str, Any]]:
-    """The registered driver name and candidate constructor options for a task."""
-    suite, name = split_task(task)
-    if suite in LIBERO_SUITE_SIZES or suite.startswith("libero"):
-        return "libero", {"task": task}
-    return suite, {"task": name}
+    """The registered driver name and the constructor options that load a task (the
+    entry-point registry decides: the driver named like the suite, or the one whose
+    ``task_suites`` match it)."""
+    from captain_backends.core.registry import driver_for_task as registered_driver_for_task
+
+    split_task(task)
+    return registered_driver_for_task(task)
 
 
 def default_backend(request: BackendRequest, driver_options: Mapping[str, Any] | None = None) -> Backend:
     """A registered driver with the motion primitives (and the perception primitives when
-    ``captain_perception`` provides them). Driver options are passed by name where the
-    driver's constructor accepts them; ``driver_options`` are laid over those of the task
-    (e.g. a wide-layout start's randomisation flags)."""
+    ``captain_perception`` provides them). The request's start state goes to the
+    constructor where the driver's typed config declares ``init_state`` / ``seed`` (and
+    to ``reset()`` in any case); ``driver_options`` are laid over those of the task (e.g.
+    a wide-layout start's randomisation flags) and all passed on: the driver refuses an
+    unknown one with the list of valid ones."""
     from captain_backends.core.registry import driver_class
     from captain_harness.core.motion import MotionPrimitives
 
     name, options = driver_for_task(request.task)
-    if request.init_state >= 0:
+    cls = driver_class(name)
+    accepted = cls.config_keys()
+    if request.init_state >= 0 and "init_state" in accepted:
         options["init_state"] = request.init_state
-    if request.seed is not None:
+    if request.seed is not None and "seed" in accepted:
         options["seed"] = request.seed
     options.update(driver_options or {})
-    cls = driver_class(name)
-    params = inspect.signature(cls).parameters
-    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    driver = cls(**(options if accepts_any else {k: v for k, v in options.items() if k in params}))
+    driver = cls(**options)
     driver.configure()
     task = driver.reset(seed=request.seed, init_state=request.init_state if request.init_state >= 0 else None)
     driver.activate()

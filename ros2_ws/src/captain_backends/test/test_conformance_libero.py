@@ -1,0 +1,32 @@
+"""The LIBERO driver passes the driver conformance kit on libero_spatial/0: the arm
+leaning forward from home strikes the table (the guard check), and an absurd generalised
+force on the arm makes MuJoCo's accelerations blow up (the fault check)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+from captain_backends.core.driver import RobotDriver
+from captain_backends.testing import DriverConformance
+
+pytestmark = [pytest.mark.sim, pytest.mark.slow]
+
+
+class TestLiberoConformance(DriverConformance):
+    driver_name = "libero"
+    driver_options: ClassVar[dict[str, Any]] = {
+        "task": "libero_spatial/0", "camera_width_px": 64, "camera_height_px": 64}
+
+    def make_contact(self, driver: RobotDriver) -> tuple[np.ndarray, float]:
+        target = np.asarray(driver.read_state().joint_positions_rad) + np.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+        return target, 20.0
+
+    def induce_fault(self, driver: RobotDriver) -> bool:
+        driver.scene.data.qfrc_applied[driver.scene.arm_dof] = 1e12  # MuJoCo flags bad accelerations
+        return True
+
+    def remove_fault_cause(self, driver: RobotDriver) -> None:
+        driver.scene.data.qfrc_applied[:] = 0.0
