@@ -370,7 +370,9 @@ class DriverConformance:
         previous = sent
         target = previous.copy()
         target[j] = upper[j] + 1.0
-        periods = int(np.ceil((upper[j] - previous[j]) / max_step[j])) + 20
+        # the driver's own step (it may be below the velocity limit) sets the time allowed
+        step_j = abs(float(sent[j] - q0[j])) if abs(float(sent[j] - q0[j])) > 1e-6 else float(max_step[j])
+        periods = int(np.ceil((upper[j] - previous[j]) / step_j)) + 20
         for _ in range(periods):
             sent = np.asarray(driver.send_command(JointCommand(target)).joint_positions_rad)
             assert np.all(sent >= lower - 1e-9) and np.all(sent <= upper + 1e-9), f"sent {sent} beyond the limits"
@@ -427,7 +429,9 @@ class DriverConformance:
             t1 = driver.read_state().time_s
             assert isinstance(report, AdvanceReport)
             assert report.duration_s == pytest.approx(period, rel=1e-6, abs=1e-9) or not driver.simulated
-            assert report.substeps >= 1 and report.peak_contact_force_n >= 0.0
+            # a real driver's period may see no new reading (its sensors run slower)
+            assert report.substeps >= (1 if driver.simulated else 0), f"substeps {report.substeps}"
+            assert report.peak_contact_force_n >= 0.0
             assert not report.guard_tripped and report.guard_tripped_at_s is None
             if driver.simulated:
                 assert t1 - t0 == pytest.approx(report.duration_s, abs=1e-9), "driver time must move by one period"
