@@ -19,17 +19,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def tolerant_xr1_overlay(directory: Path, stale_timeout_s: float = 2.0) -> Path:
-    """A parameter overlay (``captain bringup --params-file``) that loosens the XR1 driver's
-    joint-state and wrench staleness limits. Staleness has its own test against the fake
-    hardware; stack tests use this so a loaded CI machine does not trip them while the arm moves."""
-    path = directory / "tolerant_xr1.yaml"
-    limits = {"stale_state_timeout_s": stale_timeout_s, "stale_wrench_timeout_s": stale_timeout_s}
-    options = json.dumps({"safety": limits})
-    path.write_text(f"/**/harness:\n  ros__parameters:\n    driver_options_json: '{options}'\n")
-    return path
-
-
 @contextlib.contextmanager
 def isolated_domain() -> Iterator[int]:
     """A coordinated ROS_DOMAIN_ID with localhost discovery, set in this process's
@@ -170,6 +159,16 @@ class Client:
             assert not handle.accepted, f"the {name} server accepted a connection probe"
             self._actions[name] = client
         return client
+
+    def set_parameters(self, node_name: str, values: dict[str, Any], timeout_s: float = 30.0) -> None:
+        """Set parameters of another node through the standard parameter services."""
+        from rclpy.parameter import Parameter
+        from rclpy.parameter_client import AsyncParameterClient
+
+        client = AsyncParameterClient(self.node, node_name)
+        assert client.wait_for_services(timeout_sec=timeout_s), f"parameter services of {node_name} not found"
+        response = self.wait(client.set_parameters([Parameter(k, value=v) for k, v in values.items()]), timeout_s)
+        assert all(r.successful for r in response.results), [r.reason for r in response.results]
 
     def robot_call(self, name: str, **kwargs: Any) -> dict[str, Any]:
         """A non-physical robot call through the harness's robot_call service."""

@@ -48,10 +48,6 @@ def spy(ros_domain):
     s.close()
 
 
-#: Tests not about staleness tolerate the scheduling stalls of a loaded shared machine.
-RELAXED = {"safety": {"stale_state_timeout_s": 0.5}}
-
-
 @pytest.fixture
 def make_driver(fake, spy):
     made = []
@@ -71,7 +67,7 @@ def make_driver(fake, spy):
 
 @pytest.fixture
 def driver(make_driver):
-    return make_driver(**RELAXED)
+    return make_driver()  # the packaged limits: 100 ms joint state, 0.5 s wrench
 
 
 def _wait_for_subscribers(spy: Spy, driver: XR1Driver, timeout_s: float = 10.0) -> None:
@@ -190,6 +186,34 @@ def test_stale_state_stops_commanding_within_150_ms(make_driver, spy: Spy) -> No
     assert len(spy.messages(CMD, after_s=t_fault + 0.01)) == 5
 
 
+def test_idle_staleness_is_a_warning_and_a_command_on_stale_state_faults(driver: XR1Driver, spy: Spy) -> None:
+    target = np.asarray(driver.config.arm.home_rad) + 0.1 * OFFSET
+    _drive(driver, target, 3)
+    driver.advance()  # a period without a command: the stream ended, the watchdog disarms
+    assert not driver.watchdog_armed
+    spy.set_parameters("xr1_fake_hardware", {"publish_joint_states": False})
+    time.sleep(0.4)  # four times the limit while idle
+    for _ in range(3):
+        driver.advance()  # idle periods (the controller holds): no fault
+    state = driver.read_state()
+    assert state.fault == "" and driver.lifecycle_state is LifecycleState.ACTIVE
+    assert driver.watchdog_warning.startswith("stale joint state") and "arm idle" in driver.watchdog_warning
+    # a command on stale state is refused at once and latches the fault
+    published = driver.commands_published
+    with pytest.raises(DriverFault, match="stale joint state"):
+        driver.send_command(JointCommand(target))
+    assert driver.commands_published == published
+    assert "stale joint state" in driver.read_state().fault
+    spy.set_parameters("xr1_fake_hardware", {"publish_joint_states": True})
+    time.sleep(0.1)
+    assert driver.watchdog_warning == ""
+    assert "stale joint state" in driver.read_state().fault  # latched until recovered
+    driver.deactivate()
+    driver.activate()
+    assert driver.read_state().fault == ""
+    _drive(driver, target, 3)
+
+
 def test_force_guard_holds_and_emergency_wrench_faults(driver: XR1Driver, spy: Spy) -> None:
     home = np.asarray(driver.config.arm.home_rad)
     target = home + OFFSET
@@ -236,7 +260,7 @@ def test_joint_trajectory_interface_in_a_namespace(ros_domain) -> None:
     spy = Spy(namespace="xr1")
     topic = "joint_trajectory_controller/joint_trajectory"
     spy.record(JointTrajectory, topic, RELIABLE_QOS)
-    driver = XR1Driver(namespace="xr1", command={"interface": "joint_trajectory"}, cameras={}, **RELAXED)
+    driver = XR1Driver(namespace="xr1", command={"interface": "joint_trajectory"}, cameras={})
     try:
         driver.configure()
         driver.activate()

@@ -187,9 +187,12 @@ class HarnessNode(Node):
     def _on_goal(self, name: str, goal: Any) -> GoalResponse:
         problem = goal_problem(name, goal)
         if problem:
-            probe = getattr(goal, "args_json", "") == "[]"  # a client's connection probe
-            log = self.get_logger().debug if probe else self.get_logger().warning
-            log(f"rejected a {name} goal: {problem}")
+            # a client's connection probe is logged at debug level; one call site per
+            # severity (rclpy refuses a call site whose severity changes between calls)
+            if getattr(goal, "args_json", "") == "[]":
+                self.get_logger().debug(f"rejected a {name} goal: {problem}")
+            else:
+                self.get_logger().warning(f"rejected a {name} goal: {problem}")
             return GoalResponse.REJECT
         if not self.host.ready:
             self.get_logger().warning(f"rejected a {name} goal: the driver is not active yet")
@@ -302,8 +305,11 @@ class HarnessNode(Node):
         response.success, response.message = bool(outcome["success"]), str(outcome["message"])
         response.cleared_fault, response.lifecycle_state = str(outcome["cleared_fault"]), str(
             outcome["lifecycle_state"])
-        log = self.get_logger().info if response.success else self.get_logger().warning
-        log(f"recover_driver: {response.message}")
+        # one logging call site per severity: rclpy refuses a call site whose severity changes
+        if response.success:
+            self.get_logger().info(f"recover_driver: {response.message}")
+        else:
+            self.get_logger().warning(f"recover_driver: {response.message}")
         return response
 
     def _on_reset(self, request: Any, response: Any) -> Any:
