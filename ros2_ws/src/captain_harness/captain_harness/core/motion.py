@@ -23,11 +23,9 @@ with ``stopped_reason="cancelled"``.
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import math
 import threading
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,9 +33,9 @@ from typing import Any
 import numpy as np
 
 from captain_backends.core.driver import ForceGuard, LifecycleState, RobotDriver, RobotState
-from captain_backends.core.errors import BackendError
 from captain_harness.core import arguments
 from captain_harness.core.api import primitive
+from captain_harness.core.boundary import never_raises
 from captain_harness.core.collision import SelfCollisionChecker
 from captain_harness.core.errors import ArgumentError, HarnessError
 from captain_harness.core.executor import (
@@ -54,6 +52,7 @@ from captain_harness.core.geometry import matrix_to_quat, rotation_angle_rad, ve
 from captain_harness.core.kinematics import Kinematics
 from captain_harness.core.motion_config import MotionConfig
 from captain_harness.core.results import CallOutcome, FailureCategory, fail, format_receipt, ok
+from captain_harness.core.state_calls import StateCalls
 from captain_harness.core.sweep import PathPlan, plan_reverse, plan_sweep
 from captain_harness.core.trajectory import MotionHistory, MotionRecord
 
@@ -82,38 +81,6 @@ def receipt(
     """The receipt line; a stop reason is shown after the category unless it repeats it."""
     notes = [reason] if reason and reason != result.get("failure_category") else None
     return format_receipt(name, result, fields, notes)
-
-
-def never_raises(name: str) -> Callable:
-    """Turn every exception of a primitive into a failed result (the policy boundary)."""
-
-    def wrap(fn: Callable[..., CallOutcome]) -> Callable[..., CallOutcome]:
-        @functools.wraps(fn)
-        def call(self: Any, *args: Any, **kwargs: Any) -> CallOutcome:
-            try:
-                return fn(self, *args, **kwargs)
-            except HarnessError as exc:
-                result = fail(exc.category, str(exc))
-            except BackendError as exc:
-                result = fail(
-                    FailureCategory.DRIVER_FAULT,
-                    f"{name}: the driver refused ({exc}); the arm is holding where it is",
-                )
-            except Exception as exc:
-                with contextlib.suppress(Exception):
-                    hold = getattr(self, "_safe_hold", None)
-                    if hold is not None:
-                        hold()
-                result = fail(
-                    FailureCategory.INTERNAL_ERROR,
-                    f"{name} hit an internal error ({type(exc).__name__}: {exc}); the arm is holding",
-                    diagnostics={"traceback": traceback.format_exc(limit=8)},
-                )
-            return CallOutcome(result, format_receipt(name, result))
-
-        return call
-
-    return wrap
 
 
 @dataclass(frozen=True)
@@ -146,8 +113,6 @@ class MotionPrimitives:
     """
 
     def __init__(self, driver: RobotDriver, config: MotionConfig | None = None) -> None:
-        from captain_harness.core.state_calls import StateCalls
-
         self.driver = driver
         self.config = config or MotionConfig()
         description = driver.description()

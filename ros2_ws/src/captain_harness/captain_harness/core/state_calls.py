@@ -15,6 +15,7 @@ import numpy as np
 
 from captain_harness.core import arguments
 from captain_harness.core.api import primitive
+from captain_harness.core.boundary import never_raises
 from captain_harness.core.geometry import matrix_to_quat, pose_inverse, pose_matrix, pose_parts
 from captain_harness.core.results import CallOutcome, FailureCategory, fail, format_receipt, ok
 
@@ -35,10 +36,8 @@ TCP_FRAME_TEXT = {
 }
 
 
-def _never_raises(name: str) -> Any:
-    from captain_harness.core.motion import never_raises
-
-    return never_raises(name)
+#: the shared policy boundary (every exception becomes a failed result)
+_never_raises = never_raises
 
 
 class StateCalls:

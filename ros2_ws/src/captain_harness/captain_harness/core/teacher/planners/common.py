@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from captain_harness.core.teacher import cells
+import captain_harness.core.teacher.cells as cells
 from captain_harness.core.teacher.context import HEAD, WRIST, Step, TeacherContext
 from captain_harness.core.teacher.feedback import Feedback
 from captain_harness.core.teacher.objects import label_of

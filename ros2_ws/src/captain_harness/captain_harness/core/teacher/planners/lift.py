@@ -10,7 +10,7 @@ changed grasp after opening and backing off.
 
 from __future__ import annotations
 
-from captain_harness.core.teacher import cells
+import captain_harness.core.teacher.cells as cells
 from captain_harness.core.teacher.context import HEAD, WRIST, Step, TeacherContext
 from captain_harness.core.teacher.objects import grasp_for, label_of
 from captain_harness.core.teacher.planners.common import Plan, look_and_click, target

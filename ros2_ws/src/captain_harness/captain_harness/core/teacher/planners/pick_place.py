@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from captain_harness.core.teacher import cells
+import captain_harness.core.teacher.cells as cells
 from captain_harness.core.teacher.cells import num, vec
 from captain_harness.core.teacher.clearance import FINGER_BELOW_TCP_M, free_spot, hand_blockers, movable
 from captain_harness.core.teacher.context import HEAD, WRIST, Step, TeacherContext

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from captain_harness.core.teacher import cells
+import captain_harness.core.teacher.cells as cells
 from captain_harness.core.teacher.context import HEAD, WRIST, Step, TeacherContext
 from captain_harness.core.teacher.library import HELPERS_SOURCE
 from captain_harness.core.teacher.objects import label_of
