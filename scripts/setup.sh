@@ -43,11 +43,13 @@ fi
 mkdir -p "$STAMPS"
 
 # ------------------------------------------------------------------ 3. Python dependencies
-deps_hash=$(hash_of "$ROOT/requirements/base.in" "$ROOT/requirements/constraints.txt")
+deps_hash=$(hash_of "$ROOT/requirements/base.in" "$ROOT/requirements/nodeps.in" "$ROOT/requirements/constraints.txt")
 if [ "$(cat "$STAMPS/deps" 2>/dev/null)" != "$deps_hash" ]; then
   say "installing pinned Python dependencies (first run: several minutes, ~3 GB)"
   quiet_pip install -q --disable-pip-version-check \
     -c "$ROOT/requirements/constraints.txt" -r "$ROOT/requirements/base.in"
+  quiet_pip install -q --disable-pip-version-check --no-deps \
+    -c "$ROOT/requirements/constraints.txt" -r "$ROOT/requirements/nodeps.in"
   "$VENV/bin/python" "$ROOT/scripts/fix_ros_cmake.py" "$VENV"
   echo "$deps_hash" > "$STAMPS/deps"
 fi

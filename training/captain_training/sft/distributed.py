@@ -129,7 +129,7 @@ def setup_distributed(strategy: str = "auto", device: str = "auto") -> DistConte
 
 
 def apply_fsdp2(wrapper: torch.nn.Module, ctx: DistContext, precision: str) -> torch.nn.Module:
-    """Shard a ``SupervisedLM`` with FSDP2: decoder layers, vision tower, then the root."""
+    """Shard a ``SupervisedLM`` with FSDP2: decoder layers, the vision tower (VLMs), then the root."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -140,9 +140,13 @@ def apply_fsdp2(wrapper: torch.nn.Module, ctx: DistContext, precision: str) -> t
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     else:
         policy = MixedPrecisionPolicy()
+    from captain_training.models.family import decoder_layers, vision_tower
+
     inner: Any = wrapper.model
-    for layer in inner.model.language_model.layers:
+    for layer in decoder_layers(inner):
         fully_shard(layer, mesh=mesh, mp_policy=policy)
-    fully_shard(inner.model.visual, mesh=mesh, mp_policy=policy)
+    tower = vision_tower(inner)
+    if tower is not None:
+        fully_shard(tower, mesh=mesh, mp_policy=policy)
     fully_shard(wrapper, mesh=mesh, mp_policy=policy)
     return wrapper

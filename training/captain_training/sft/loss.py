@@ -17,6 +17,8 @@ from torch import nn
 from torch.nn import functional
 from torch.utils.checkpoint import checkpoint
 
+from captain_training.models.family import decoder, output_layer
+
 #: Supervised positions per output-layer chunk.
 DEFAULT_LOSS_CHUNK_TOKENS = 4096
 
@@ -49,13 +51,15 @@ def prediction_inputs(input_ids: torch.Tensor, token_weights: torch.Tensor) -> t
 
 
 class SupervisedLM(nn.Module):
-    """A ``Qwen3_5ForConditionalGeneration`` plus the supervised-position loss.
+    """A causal LM (any family) plus the supervised-position loss.
 
     Keeping the output layer and the loss inside one ``forward`` lets FSDP2 manage the
-    output layer's parameters like any other root parameter.
+    output layer's parameters like any other root parameter. The decoder (the model's
+    ``base_model_prefix`` module: a Qwen3.5 VLM's multimodal model, a Llama's ``LlamaModel``)
+    gives the last hidden states; only those at supervised positions reach the output layer.
 
     Args:
-        model: the causal VLM (``.model`` returns hidden states, ``.lm_head`` is the output layer).
+        model: a transformers causal LM or Qwen3.5 VLM.
         loss_chunk_tokens: supervised positions per output-layer chunk.
     """
 
@@ -79,24 +83,24 @@ class SupervisedLM(nn.Module):
         if pixel_values is not None:
             kwargs.update(pixel_values=pixel_values, image_grid_thw=image_grid_thw,
                           mm_token_type_ids=mm_token_type_ids)
-        hidden = self.model.model(**kwargs).last_hidden_state[0]
+        hidden = decoder(self.model)(**kwargs).last_hidden_state[0]
+        head = output_layer(self.model)
         if positions.numel() == 0:
             zero = hidden.sum() * 0.0
             return zero, zero.detach()
         selected = hidden.index_select(0, positions)
         chunk = self.loss_chunk_tokens
         if selected.shape[0] <= chunk:
-            nll = _chunk_nll(self.model.lm_head, selected, targets)
+            nll = _chunk_nll(head, selected, targets)
         else:
             pieces = []
             for start in range(0, selected.shape[0], chunk):
                 part_hidden = selected[start:start + chunk]
                 part_targets = targets[start:start + chunk]
                 if torch.is_grad_enabled():
-                    pieces.append(checkpoint(_chunk_nll, self.model.lm_head, part_hidden, part_targets,
-                                             use_reentrant=False))
+                    pieces.append(checkpoint(_chunk_nll, head, part_hidden, part_targets, use_reentrant=False))
                 else:
-                    pieces.append(_chunk_nll(self.model.lm_head, part_hidden, part_targets))
+                    pieces.append(_chunk_nll(head, part_hidden, part_targets))
             nll = torch.cat(pieces)
         return (nll * weights.to(nll.dtype)).sum(), nll.detach().sum()
 

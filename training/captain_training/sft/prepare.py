@@ -111,7 +111,7 @@ _WORKER: dict[str, Any] = {}
 
 def _init_worker(source: str, processor_path: str, image_root: str | None, max_length: int,
                  qa_loss_weight: float, hint_mask_probability: float, processor: Any = None) -> None:
-    from captain_training.qwen.processor import load_processor
+    from captain_training.models.family import load_processor
 
     if processor is None:
         processor = load_processor(processor_path)

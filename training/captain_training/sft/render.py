@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from captain_training.qwen.special_tokens import IM_END_ID, IM_START_ID
+from captain_training.qwen.special_tokens import IM_END_ID
 from captain_training.sft.errors import ImageError, RenderError, RowTooLongError
 from captain_training.sft.hint_mask import (
     DEFAULT_HINT_MASK_PROBABILITY,
@@ -115,8 +115,14 @@ def assistant_spans(input_ids: Any, header_ids: tuple[int, ...], im_end_id: int 
 class RowRenderer:
     """Turns rows into :class:`RenderedRow` with the model's processor.
 
+    Works for every model family (``captain_training.models.family``): with a Qwen3.5
+    processor images are bound to their ``<|image_pad|>`` tokens; with a text-only model's
+    processor (``text_only``) each image is the template's placeholder text and no pixels
+    are read. The turn markers ``<|im_start|>`` / ``<|im_end|>`` are looked up in the
+    tokenizer, so any ChatML tokenizer works.
+
     Args:
-        processor: a Qwen3.5 processor (``captain_training.qwen.processor.load_processor``).
+        processor: ``captain_training.models.family.load_processor(model_dir)``.
         image_root: directory the rows' image paths are relative to.
         max_length: longest allowed row in tokens (never truncated: longer rows raise).
         policy: supervision settings (QA loss weight).
@@ -141,12 +147,22 @@ class RowRenderer:
         self.policy = policy or SupervisionPolicy()
         self.hint_mask_probability = float(hint_mask_probability)
         self.seed = int(seed)
+        self.text_only = bool(getattr(processor, "text_only", False))
+        self.im_start_id = self._single_token_id("<|im_start|>")
+        self.im_end_id = self._single_token_id("<|im_end|>")
         header = self.tokenizer("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
         self.header_ids = tuple(int(t) for t in header)
-        if self.header_ids[0] != IM_START_ID:
-            raise RenderError(f"tokenizer maps <|im_start|> to {self.header_ids[0]}, not {IM_START_ID}: "
-                              "not a Qwen3.5 tokenizer")
+        if self.header_ids[0] != self.im_start_id:
+            raise RenderError(f"the tokenizer splits <|im_start|>assistant into {self.header_ids}, not starting with "
+                              f"the <|im_start|> token {self.im_start_id}")
         self.merge_size = int(getattr(processor.image_processor, "merge_size", 2))
+
+    def _single_token_id(self, token: str) -> int:
+        ids = self.tokenizer(token, add_special_tokens=False)["input_ids"]
+        if len(ids) != 1:
+            raise RenderError(f"the tokenizer has no single token {token}: it encodes to {ids}; rows use the ChatML "
+                              "turn format (<|im_start|>role ... <|im_end|>)")
+        return int(ids[0])
 
     # -- text -------------------------------------------------------------------------------
     def chat_text(self, row: dict[str, Any], messages: list[dict[str, Any]] | None = None) -> str:
@@ -204,12 +220,12 @@ class RowRenderer:
     def token_weights(self, input_ids: Any, row: dict[str, Any], supervision: RowSupervision,
                       line_number: int) -> np.ndarray:
         """Per-token loss weights of a rendered row (float32, same length as ``input_ids``)."""
-        spans = assistant_spans(input_ids, self.header_ids)
+        spans = assistant_spans(input_ids, self.header_ids, self.im_end_id)
         n_turns = len(assistant_message_indices(row["messages"]))
         if len(spans) != n_turns:
             raise RenderError(
                 f"line {line_number}: found {len(spans)} assistant headers in the tokens but the row has "
-                f"{n_turns} assistant turns; the chat template or tokenizer is not the Qwen3.5 one, or a "
+                f"{n_turns} assistant turns; the chat template does not write ChatML turns, or a "
                 "message contains the text <|im_start|>assistant"
             )
         weights = np.zeros(len(np.asarray(input_ids)), dtype=np.float32)
@@ -228,7 +244,7 @@ class RowRenderer:
         supervision = select_supervision(row, self.policy)
         messages, n_masked = self.masked_messages(record, supervision, epoch)
         text = self.chat_text(row, messages)
-        images = self.load_images(row, record.line_number)
+        images = [] if self.text_only else self.load_images(row, record.line_number)
         encoded = self.processor(text=[text], images=images or None, return_tensors="pt")
         input_ids = encoded["input_ids"][0]
         if input_ids.shape[0] > self.max_length:
@@ -254,7 +270,8 @@ class RowRenderer:
         text = self.chat_text(row)
         input_ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         weights = self.token_weights(input_ids, row, supervision, record.line_number)
-        extra = sum(self.image_token_count(ref, record.line_number) - 1 for ref in image_refs(row["messages"]))
+        extra = 0 if self.text_only else sum(self.image_token_count(ref, record.line_number) - 1
+                                             for ref in image_refs(row["messages"]))
         n_tokens = len(input_ids) + extra
         if supervision.supervised and self.hint_mask_probability > 0 and self._has_history_coordinates(
                 row, supervision):

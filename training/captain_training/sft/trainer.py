@@ -1,8 +1,12 @@
-"""``captain sft train``: full fine-tuning of the Qwen3.5 language model on prepared rows.
+"""``captain sft train``: full fine-tuning of a language model on prepared rows.
+
+The model is any Hugging Face causal LM or a Qwen3.5 VLM; its family comes from the model
+directory's config (``captain_training.models.family``), which also picks the processor that
+renders rows (text-only models see each image as the template's placeholder text).
 
 Per optimizer step every rank trains ``grad_accum`` rows of its shard, one row per
 micro-step (no padding, no packing beyond what the rows already are). The vision tower is
-frozen; every language-model weight (embeddings, decoder layers, output layer) is trained
+frozen (VLM only); every language-model weight (embeddings, decoder layers, output layer) is trained
 with AdamW under a warm-up + cosine schedule (peak 1e-5 in the paper) and gradient clipping
 at 1.0. Logits are computed only at supervised positions (``loss.py``); the loss is
 ``sum(weight * token NLL) / C`` with the constant ``C`` from ``captain sft prepare``.
@@ -52,7 +56,8 @@ class TrainConfig:
 
     Attributes:
         data: prepared data directory (``captain sft prepare``).
-        model: Qwen3.5 model directory to start from (weights, tokenizer, processor, template).
+        model: model directory to start from (weights, tokenizer, chat template; a Qwen3.5 VLM also
+            its image processor), e.g. from ``captain model build``.
         output_dir: run directory (checkpoints, metrics, final model).
         image_root: directory the rows' image paths are relative to (default: the one given to prepare).
         epochs: passes over the prepared rows (fractions allowed); ignored when ``max_steps`` is set.
@@ -73,7 +78,7 @@ class TrainConfig:
         precision: ``bf16`` (fp32 master weights, bf16 compute) or ``fp32``.
         strategy: ``auto`` (fsdp2 when torchrun starts several ranks), ``single`` or ``fsdp2``.
         device: ``auto``, ``cuda`` or ``cpu``.
-        attn_implementation: transformers attention backend (default: sdpa on GPU, eager on CPU).
+        attn_implementation: transformers attention backend (default: ``sdpa``, PyTorch's fused kernel).
         gradient_checkpointing: recompute decoder activations in backward (needed for long rows).
         loss_chunk_tokens: supervised positions per output-layer chunk.
         save_every_steps: checkpoint period in optimizer steps (0: only at the end).
@@ -191,14 +196,11 @@ def _optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optim
 
 
 def _load_model(config: TrainConfig, ctx: DistContext) -> Any:
-    from transformers import Qwen3_5ForConditionalGeneration
+    from captain_training.models.family import freeze_for_sft, load_model
 
-    attn = config.attn_implementation or ("sdpa" if ctx.device.type == "cuda" else "eager")
-    model = Qwen3_5ForConditionalGeneration.from_pretrained(str(config.model), dtype=torch.float32,
-                                                            attn_implementation=attn)
+    model = load_model(config.model, dtype=torch.float32, attn_implementation=config.attn_implementation)
     model.config.use_cache = False
-    for param in model.model.visual.parameters():
-        param.requires_grad_(False)
+    freeze_for_sft(model)
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
@@ -262,7 +264,7 @@ def train(config: TrainConfig, *, on_step: Callable[[StepMetrics], None] | None 
 
 def _train(config: TrainConfig, ctx: DistContext, on_step: Callable[[StepMetrics], None] | None,
            processor: Any) -> TrainResult:
-    from captain_training.qwen.processor import load_processor
+    from captain_training.models.family import load_processor
 
     data = PreparedData.load(config.data)
     _check_config(config, data, ctx)

@@ -33,6 +33,10 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
      "Multi-turn RL with the simulator critic."),
     ("eval", "captain_training.eval.cli:app",
      "Evaluate policies and compare them with paired statistics."),
+    ("model", "captain_training.models.cli:app",
+     "Model directories by name (tiny-qwen3.5, tiny-smollm2, smollm2-135m), built offline."),
+    ("serve", "captain_training.models.serve:serve",
+     "Serve a local model directory as an OpenAI-compatible endpoint (the server RL uses)."),
 )
 
 app = typer.Typer(
