@@ -155,34 +155,24 @@ def parse_generation(text: str) -> dict[str, Any]:
 
 
 def load_causal_model(model_dir: str | Path, device: str = "cpu") -> Any:
-    """A transformers model from a local directory (Qwen3.5 multimodal or a plain causal LM), eval mode."""
-    import torch
-    from transformers import AutoConfig
+    """A model from a local directory, loaded as its family says (``captain_training.models.family``:
+    a Qwen3.5 VLM or any Hugging Face causal LM), in eval mode."""
+    from captain_training.models.family import ModelError, load_model
 
-    path = Path(model_dir)
-    if not (path / "config.json").is_file():
-        raise RLError(f"no model at {path} (config.json missing); give a local model directory")
-    config = AutoConfig.from_pretrained(str(path))
-    if type(config).__name__ == "Qwen3_5Config":
-        from transformers import Qwen3_5ForConditionalGeneration as ModelClass
-    else:
-        from transformers import AutoModelForCausalLM as ModelClass
-    model = ModelClass.from_pretrained(str(path), dtype=torch.float32)
-    return model.to(device).eval()
+    try:
+        return load_model(model_dir, device=device).eval()
+    except ModelError as exc:
+        raise RLError(str(exc)) from None
 
 
 def load_tokenizer(model_dir: str | Path) -> Any:
     """The tokenizer of a model directory, with its chat template."""
-    from transformers import AutoTokenizer
+    from captain_training.models.family import ModelError, load_chat_tokenizer
 
-    path = Path(model_dir)
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
-    template = path / "chat_template.jinja"
-    if template.is_file():
-        tokenizer.chat_template = template.read_text(encoding="utf-8")
-    if not getattr(tokenizer, "chat_template", None):
-        raise RLError(f"{path} has no chat template (chat_template.jinja); the endpoint renders with it")
-    return tokenizer
+    try:
+        return load_chat_tokenizer(model_dir)
+    except ModelError as exc:
+        raise RLError(str(exc)) from None
 
 
 class LocalPolicyServer:
