@@ -46,7 +46,7 @@ def test_tasks_go_to_drivers_by_suite_name_or_declared_suite_patterns() -> None:
     from captain_backends.core.registry import driver_for_task
 
     assert driver_for_task("tabletop/pick_cube") == ("tabletop", {"task": "pick_cube"})
-    assert driver_for_task("mock/empty") == ("mock", {"task": "empty"})
+    assert driver_for_task("mock/empty") == ("mock", {})  # one scene, no task option
     # LIBERO declares task_suites = ("libero_*",) and takes the whole id as its task
     assert driver_for_task("libero_spatial/3") == ("libero", {"task": "libero_spatial/3"})
     assert driver_for_task("libero_goal_swap/1") == ("libero", {"task": "libero_goal_swap/1"})
@@ -78,8 +78,8 @@ def test_option_values_are_type_checked() -> None:
 
     with pytest.raises(DriverConfigError, match=r"option 'image_size_px' of driver 'mock' must be int, got str '64'"):
         MockDriver(image_size_px="64")
-    with pytest.raises(DriverConfigError, match="has one task, 'empty'"):
-        MockDriver(task="full")
+    with pytest.raises(DriverConfigError, match=r"unknown option\(s\) 'task' of driver 'mock'"):
+        MockDriver(task="empty")
     with pytest.raises(DriverConfigError, match="not both"):
         MockDriver(MockConfig(), image_size_px=64)
     assert MockDriver(image_size_px=64, cache_dir=None).config == MockConfig(image_size_px=64)

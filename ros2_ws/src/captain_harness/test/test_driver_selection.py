@@ -22,7 +22,7 @@ def test_driver_for_task_comes_from_the_registry() -> None:
 def test_default_backend_refuses_an_unknown_driver_option(tmp_path) -> None:
     request = BackendRequest("mock/empty", -1, None, tmp_path, str(tmp_path), "e")
     with pytest.raises(DriverConfigError, match=r"unknown option\(s\) 'image_sise_px' of driver 'mock'; "
-                                                r"valid options: task, image_size_px, cache_dir"):
+                                                r"valid options: image_size_px, cache_dir"):
         default_backend(request, driver_options={"image_sise_px": 64})
     backend = default_backend(request, driver_options={"image_size_px": 64})
     try:
@@ -39,9 +39,12 @@ def test_host_passes_the_users_driver_options_unfiltered() -> None:
     driver = _construct("tabletop", {"task": "pick_cube", "init_state": 2, "seed": 4}, {"image_size_px": 32})
     assert (driver.config.task, driver.config.seed, driver.config.image_size_px) == ("pick_cube", 4, 32)
     host = RobotHost(HostSettings(driver="mock", image_size_px=48, driver_config_path="/nonexistent.yaml"))
-    options, extra = host._driver_options("mock", "empty", -1, -1)
+    options, extra = host._driver_options("mock", "cube_on_plate", 3, -1)
     # the config file goes only to drivers that take one (xr1), the image size to those that declare it
-    assert options == {"task": "empty"} and extra == {"image_size_px": 48}
+    assert extra == {"image_size_px": 48}
+    # the episode's task and start state are offered; the mock declares neither (one scene)
+    assert options == {"task": "cube_on_plate", "init_state": 3}
+    assert _construct("mock", options, extra).config.image_size_px == 48
     options, extra = RobotHost(HostSettings(driver="xr1", namespace="/robots/xr1",
                                             driver_config_path="/x.yaml"))._driver_options("xr1", "", -1, -1)
     assert extra == {"config": "/x.yaml", "namespace": "robots/xr1"}

@@ -66,18 +66,14 @@ class MockConfig(DriverConfig):
     """Options of the mock driver.
 
     Attributes:
-        task: the only task, ``"empty"`` (a bare table).
         image_size_px: square camera image size, px.
         cache_dir: folder for the generated Panda model files (see ``panda_model``).
     """
 
-    task: str = "empty"
     image_size_px: int = IMAGE_SIZE_PX
     cache_dir: str | Path | None = None
 
     def __post_init__(self) -> None:
-        if self.task != "empty":
-            raise DriverConfigError(f"the mock driver has one task, 'empty'; got task={self.task!r}")
         if not 16 <= self.image_size_px <= 4096:
             raise DriverConfigError(f"image_size_px = {self.image_size_px} px is outside 16..4096")
 
@@ -87,11 +83,16 @@ class MockDriver(SimulatedDriver):
 
     Args:
         config: a ``MockConfig``; or its options by keyword (``image_size_px=64``,
-            ``cache_dir``, ``task="empty"``). Unknown names are refused with the valid ones.
+            ``cache_dir``). Unknown names are refused with the valid ones.
     """
 
     control_period_s = 0.01
     config_type = MockConfig
+
+    @classmethod
+    def task_options(cls, suite: str, name: str) -> dict[str, Any]:
+        """None: the mock has one scene, a bare table, whatever the task's name."""
+        return {}
 
     def __init__(self, config: MockConfig | None = None, **options: Any) -> None:
         super().__init__()
