@@ -2,7 +2,8 @@
 absent (and says so), and comes up against ros2_control-style fake hardware, where a
 MoveTo goal moves the mirrored joints; the driver keeps the real arm's limits (100 ms joint
 state, 0.5 s wrench), and a fault latched while a goal streams commands is recovered by a
-foreign rclpy client over ROS (the recover_driver service), with no process restarted."""
+foreign rclpy client over ROS (the recover_driver service), with no process restarted; the
+harness is a managed node whose lifecycle_msgs transitions deactivate and activate the driver."""
 
 from __future__ import annotations
 
@@ -73,6 +74,8 @@ def test_xr1_real_drives_fake_hardware(tmp_path: Path) -> None:
 
 def test_a_foreign_client_recovers_a_faulted_driver_over_ros() -> None:
     from action_msgs.msg import GoalStatus
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState, GetState
 
     from captain_interfaces.action import MoveTo
     from captain_interfaces.srv import RecoverDriver
@@ -85,6 +88,19 @@ def test_a_foreign_client_recovers_a_faulted_driver_over_ros() -> None:
             stack = Stack("xr1_real", ready_timeout_s=120.0)
             client = Client()
             try:
+                def node_state() -> str:
+                    return client.call(GetState, "harness/get_state", GetState.Request()).current_state.label
+
+                def change_state(transition_id: int) -> bool:
+                    request = ChangeState.Request(transition=Transition(id=transition_id))
+                    return client.call(ChangeState, "harness/change_state", request, resend_s=30.0).success
+
+                assert node_state() == "active"
+                # prime the change_state client with a transition the active node refuses (a
+                # reply can be lost until the server has matched a new client; resending a
+                # transition that did happen would be refused)
+                probe = ChangeState.Request(transition=Transition(id=Transition.TRANSITION_CONFIGURE))
+                assert not client.call(ChangeState, "harness/change_state", probe).success
                 nothing = client.call(RecoverDriver, "recover_driver", RecoverDriver.Request())
                 assert nothing.success and "nothing to recover" in nothing.message
                 start = np.asarray(client.robot_call("get_robot_state")["value"]["end_effector_position_m"])
@@ -106,11 +122,14 @@ def test_a_foreign_client_recovers_a_faulted_driver_over_ros() -> None:
                 assert "stale joint state" in result["message"], result["message"]
                 assert "stale joint state" in client.robot_call("get_robot_state")["value"]["fault"]
 
+                assert node_state() == "active"  # a fault latches in the driver, not the node
+
                 # recovery refused while the readings are still stale; the driver stays inactive
                 time.sleep(0.3)  # the last joint state is now older than the 100 ms limit
                 refused = client.call(RecoverDriver, "recover_driver", RecoverDriver.Request())
                 assert not refused.success and refused.lifecycle_state == "inactive", refused.message
-                assert "stale joint state" in refused.message and "call recover_driver again" in refused.message
+                assert "stale joint state" in refused.message and "recover_driver" in refused.message
+                assert node_state() == "inactive"
 
                 # readings back: recovered over ROS, and the arm moves again
                 client.set_parameters("xr1_fake_hardware", {"publish_joint_states": True})
@@ -119,10 +138,19 @@ def test_a_foreign_client_recovers_a_faulted_driver_over_ros() -> None:
                 assert recovered.success and recovered.lifecycle_state == "active", recovered.message
                 assert "stale joint state" in recovered.cleared_fault
                 assert client.robot_call("get_robot_state")["value"]["fault"] == ""
+                assert node_state() == "active"
                 handle = move([0.03, 0.0, -0.03])
                 res = client.wait(handle.get_result_async(), timeout_s=60.0)
                 result = json.loads(res.result.result.result_json)
                 assert res.status == GoalStatus.STATUS_SUCCEEDED, result["message"]
+
+                # the standard managed-node interface: deactivate refuses goals, activate resumes
+                assert change_state(Transition.TRANSITION_DEACTIVATE) and node_state() == "inactive"
+                goal = MoveTo.Goal(position_m=start.tolist(), speed_m_s=0.05)
+                assert not client.wait(action.send_goal_async(goal)).accepted
+                assert change_state(Transition.TRANSITION_ACTIVATE) and node_state() == "active"
+                res = client.wait(move([0.0, 0.0, 0.0]).get_result_async(), timeout_s=60.0)
+                assert res.status == GoalStatus.STATUS_SUCCEEDED
             finally:
                 client.close()
                 code = stack.stop()

@@ -30,6 +30,8 @@ def test_xr1_driver_moves_the_twin_arm(tmp_path: Path) -> None:
         stack = Stack("xr1_twin", "--namespace", "robot1", "--param", "xr1_twin.camera_rate_hz=0.0",
                       ready_timeout_s=240.0)
         client = Client(namespace="/robot1")
+        states: list = []
+        client.node.create_subscription(JointState, "joint_states", states.append, 50)
         try:
             assert stack.ready_line.startswith("READY captain bringup xr1_twin in /robot1: xr1_twin, harness")
             # one process per node group: the twin never shares the harness's interpreter
@@ -40,9 +42,14 @@ def test_xr1_driver_moves_the_twin_arm(tmp_path: Path) -> None:
             described = client.call(DescribeRobot, "describe_robot", DescribeRobot.Request())
             assert described.driver == "xr1" and "move_to" in described.names
             start = np.asarray(client.robot_call("get_robot_state")["value"]["end_effector_position_m"])
-            states: list = []
-            client.node.create_subscription(JointState, "joint_states", states.append, 50)
             action = client.action(MoveTo, "move_to")
+            # the twin's joint_states reach this client before the arm moves (discovery of a
+            # new subscription can take seconds on a loaded machine)
+            deadline = time.monotonic() + 60.0
+            while len(states) < 10:
+                assert time.monotonic() < deadline, "no joint_states from the twin"
+                time.sleep(0.05)
+            del states[:-1]
             target = start + np.array([0.0, 0.05, 0.03])
             feedback: list = []
             handle = client.wait(action.send_goal_async(

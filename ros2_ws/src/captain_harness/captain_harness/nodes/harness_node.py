@@ -40,11 +40,26 @@ Parameters: ``captain_harness.nodes.harness_params.SCHEMA``. All calls go throug
 ``executor_threads`` threads (a motion goal blocks a thread for its whole duration while
 cancel requests, feedback, state services, sensor timers and diagnostics must still run).
 
-Driver bring-up follows ros2_control's order: the driver is configured, the robot API
-(kinematic and collision models, perception) is built, and only then is the driver
-activated. Diagnostics report the driver's lifecycle state, a latched fault (ERROR),
-and staleness of an idle arm (WARN: the XR1 driver's watchdog judges staleness only
-while commands stream).
+Managed node (``rclpy.lifecycle``, the standard ``lifecycle_msgs`` services
+``harness/change_state``, ``harness/get_state``, ... and ``harness/transition_event``),
+its transitions driving the driver's lifecycle as ros2_control's controller manager
+drives hardware:
+
+* ``configure``: build the driver, configure it (states readable) and build the robot
+  API (kinematic and collision models, perception); the driver stays inactive;
+* ``activate``: activate the driver (refused while, e.g., the XR1 driver's readings are
+  stale: the node stays inactive and the log says why);
+* ``deactivate``: stop a running motion, hold, deactivate the driver;
+* ``cleanup``: shut the driver down (``configure`` builds a fresh one); ``shutdown``.
+
+The node takes itself through ``configure`` and ``activate`` at start (nav2's
+lifecycle manager's ``autostart``), retrying ``configure`` every
+``driver_retry_period_s`` while the robot is unreachable. A latched driver fault is
+cleared by ``deactivate`` then ``activate`` over ``lifecycle_msgs/srv/ChangeState``, or
+in one call by ``recover_driver``. Goals are refused unless the node is active.
+Diagnostics report the node's and the driver's lifecycle states, a latched fault
+(ERROR), and staleness of an idle arm (WARN: the XR1 driver's watchdog judges staleness
+only while commands stream).
 """
 
 from __future__ import annotations
@@ -59,10 +74,10 @@ import numpy as np
 from geometry_msgs.msg import WrenchStamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.node import Node
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from sensor_msgs.msg import CameraInfo, Image, JointState
 
-from captain_backends.core.driver import LifecycleState
+from captain_backends.core.driver import LifecycleState as DriverState
 from captain_backends.core.xr1.images import encode_depth, encode_rgb
 from captain_backends.nodes import xr1_messages as xm
 from captain_harness.core.results import CallOutcome, FailureCategory, fail, format_receipt
@@ -91,13 +106,13 @@ FINAL_FEEDBACK_LEAD_S = 0.03
 SERVICE_GROUPS = ("planning", "state")
 
 
-class HarnessNode(Node):
+class HarnessNode(LifecycleNode):
     """The harness node (see the module docstring).
 
     Args:
         node_name: the node's name (its key in the parameter files).
-        **kwargs: passed to ``rclpy.node.Node`` (``namespace``, ``parameter_overrides``,
-            ``context``, ...).
+        **kwargs: passed to ``rclpy.lifecycle.LifecycleNode`` (``namespace``,
+            ``parameter_overrides``, ``context``, ...).
     """
 
     #: threads of its MultiThreadedExecutor (``hosting.make_executor``): one for a running
@@ -136,32 +151,117 @@ class HarnessNode(Node):
         self._sensors = _SensorPublishers(self, p)
         self._diagnostics = diag.DiagnosticsPublisher(self, self._diagnostic_statuses, p["diagnostics_rate_hz"],
                                                       MutuallyExclusiveCallbackGroup())
-        self._starter = threading.Thread(target=self._bring_up, name=f"{node_name}_driver_start", daemon=True)
+        self._transition_lock = threading.RLock()
+        self._starter = threading.Thread(target=self._bring_up, name=f"{node_name}_autostart", daemon=True)
         self._starter.start()
 
     # ------------------------------------------------------------------ lifecycle
     @property
     def ready(self) -> bool:
-        """True once the driver is active and every service and action is up."""
-        return self.host.ready and bool(self._call_services)
+        """True once the node (and so the driver) is active and every service is up."""
+        return self.node_state == "active" and self.host.ready and bool(self._call_services)
+
+    @property
+    def node_state(self) -> str:
+        """The node's lifecycle state label (unconfigured, inactive, active, finalized, ...)."""
+        return str(self._state_machine.current_state[1])
 
     def _bring_up(self) -> None:
-        """Configure and activate the driver, retrying until it works or the node stops."""
+        """Autostart: ``configure`` (retried until the driver can be built and reached or
+        the node stops), then ``activate``."""
+        retry_s = self.params["driver_retry_period_s"]
         while not self._stop.is_set():
-            try:
-                self.host.start()
+            with self._transition_lock:
+                if self.node_state != "unconfigured":
+                    break
+                done = self.trigger_configure() == TransitionCallbackReturn.SUCCESS
+            if done:
                 break
-            except Exception as exc:
-                self.host.last_error = f"{type(exc).__name__}: {exc}"
-                self.get_logger().error(f"driver {self.params['driver']!r} failed to start: {exc}; retrying in "
-                                        f"{self.params['driver_retry_period_s']:g} s")
-                self._stop.wait(self.params["driver_retry_period_s"])
+            self.get_logger().error(f"driver {self.params['driver']!r} failed to start: {self.host.last_error}; "
+                                    f"retrying in {retry_s:g} s")
+            self._stop.wait(retry_s)
         if self._stop.is_set():
             return
-        self._create_call_services()
+        with self._transition_lock:
+            if self.node_state == "inactive" and self.trigger_activate() != TransitionCallbackReturn.SUCCESS:
+                self.get_logger().error(f"driver {self.params['driver']!r} did not activate: {self.host.last_error}; "
+                                        "activate the node (lifecycle_msgs ChangeState) or call recover_driver")
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Build and configure the driver and the robot API (the driver stays inactive)."""
+        try:
+            self.host.configure()
+        except Exception:
+            return TransitionCallbackReturn.FAILURE
+        if not self._call_services:
+            self._create_call_services()
         task = self.host.task.task_id if self.host.task is not None else "-"
-        self.get_logger().info(f"driver {self.params['driver']!r} active (task {task}); "
+        self.get_logger().info(f"driver {self.params['driver']!r} configured (task {task}); "
                                f"{len(self.host.api.specs)} robot calls served")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Activate the driver; FAILURE (the node stays inactive) when it refuses."""
+        try:
+            self.host.activate()
+        except Exception as exc:
+            self.get_logger().warning(f"driver {self.params['driver']!r} refused to activate: {exc}")
+            return TransitionCallbackReturn.FAILURE
+        self.get_logger().info(f"driver {self.params['driver']!r} active")
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Stop any motion, hold, deactivate the driver."""
+        try:
+            self.host.deactivate()
+        except Exception as exc:
+            self.get_logger().error(f"deactivating the driver failed: {exc}")
+            return TransitionCallbackReturn.ERROR
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Shut the driver down (``configure`` builds a fresh one)."""
+        self.host.cleanup()
+        return super().on_cleanup(state)
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Hold and shut the driver down."""
+        self._stop.set()
+        self.host.shutdown()
+        return super().on_shutdown(state)
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """A transition raised: hold, shut the driver down, go back to unconfigured."""
+        self.host.cleanup()
+        return TransitionCallbackReturn.SUCCESS
+
+    def recover(self) -> dict[str, Any]:
+        """``deactivate`` then ``activate`` (``recover_driver``): ``success``, ``message``,
+        ``cleared_fault``, ``lifecycle_state`` (the driver's, afterwards)."""
+        with self._transition_lock:
+            state = self.node_state
+            fault = self.host.current_fault()
+            if state not in ("active", "inactive"):
+                why = self.host.last_error or "the driver is still starting"
+                return {"success": False, "cleared_fault": "", "lifecycle_state": self._driver_state(),
+                        "message": f"the harness is {state}; nothing to recover yet ({why})"}
+            if state == "active" and not fault:
+                return {"success": True, "cleared_fault": "", "lifecycle_state": self._driver_state(),
+                        "message": "the driver is active without a fault; nothing to recover"}
+            if state == "active" and self.trigger_deactivate() != TransitionCallbackReturn.SUCCESS:
+                return {"success": False, "cleared_fault": "", "lifecycle_state": self._driver_state(),
+                        "message": f"deactivating failed: {self.host.last_error}"}
+            if self.trigger_activate() != TransitionCallbackReturn.SUCCESS:
+                return {"success": False, "cleared_fault": "", "lifecycle_state": self._driver_state(),
+                        "message": f"the driver stays inactive: {self.host.last_error}; fix the cause and call "
+                                   "recover_driver (or activate the harness node) again"}
+            what = f"cleared {fault!r}" if fault else "activated"
+            return {"success": True, "cleared_fault": fault, "lifecycle_state": self._driver_state(),
+                    "message": f"driver {self.params['driver']!r} {what}; active again"}
+
+    def _driver_state(self) -> str:
+        driver = self.host.driver
+        return driver.lifecycle_state.value if driver is not None else "unconfigured"
 
     def _create_call_services(self) -> None:
         services = {}
@@ -194,8 +294,9 @@ class HarnessNode(Node):
             else:
                 self.get_logger().warning(f"rejected a {name} goal: {problem}")
             return GoalResponse.REJECT
-        if not self.host.ready:
-            self.get_logger().warning(f"rejected a {name} goal: the driver is not active yet")
+        if not self.host.ready or self.node_state != "active":
+            self.get_logger().warning(f"rejected a {name} goal: the harness is {self.node_state} (driver "
+                                      f"{self._driver_state()}); it accepts goals once active")
             return GoalResponse.REJECT
         with self._goal_lock:
             if self._active_goal is not None:
@@ -256,7 +357,7 @@ class HarnessNode(Node):
     def _feedback(self, action: Any, goal_handle: Any, progress: float, state: Any) -> None:
         if state is None:
             driver = self.host.driver
-            if driver is None or driver.lifecycle_state is not LifecycleState.ACTIVE:
+            if driver is None or driver.lifecycle_state is not DriverState.ACTIVE:
                 return
             state = driver.read_state()
         fb = action.Feedback(progress=float(progress))
@@ -301,7 +402,7 @@ class HarnessNode(Node):
         return response
 
     def _on_recover(self, request: Any, response: Any) -> Any:
-        outcome = self.host.recover_driver()
+        outcome = self.recover()
         response.success, response.message = bool(outcome["success"]), str(outcome["message"])
         response.cleared_fault, response.lifecycle_state = str(outcome["cleared_fault"]), str(
             outcome["lifecycle_state"])
@@ -323,6 +424,11 @@ class HarnessNode(Node):
         if busy is not None:
             response.success = False
             response.message = f"{busy} is running; cancel it before starting an episode"
+            return response
+        if self.node_state != "active":
+            response.success = False
+            response.message = (f"the harness is {self.node_state}; episodes start once it is active "
+                                f"({self.host.last_error or 'the driver is starting'})")
             return response
         try:
             start = self.host.reset_episode(request.task, int(request.init_state), int(request.seed),
@@ -362,7 +468,8 @@ class HarnessNode(Node):
                 warning = str(getattr(driver, "watchdog_warning", "") or "")
             except Exception as exc:
                 fault = f"{type(exc).__name__}: {exc}"
-        values = {"driver": self.params["driver"], "lifecycle_state": lifecycle, "fault": fault or "none",
+        values = {"driver": self.params["driver"], "node_state": self.node_state, "lifecycle_state": lifecycle,
+                  "fault": fault or "none",
                   "warning": warning or "none",
                   "task": host.task.task_id if host.task is not None else "",
                   "control_period_s": getattr(driver, "control_period_s", 0.0) if driver else 0.0,
@@ -414,7 +521,7 @@ class _SensorPublishers:
 
     def _state(self):
         driver = self.node.host.driver
-        if driver is None or driver.lifecycle_state not in (LifecycleState.INACTIVE, LifecycleState.ACTIVE):
+        if driver is None or driver.lifecycle_state not in (DriverState.INACTIVE, DriverState.ACTIVE):
             return None, None
         try:
             return driver, driver.read_state()

@@ -306,7 +306,7 @@ class RobotHost:
         return options, extra
 
     def _build(self, driver_name: str, task: str, init_state: int, seed: int,
-               workspace: Path) -> tuple[LockedDriver, RobotAPI, Any, TaskInfo | None]:
+               workspace: Path, activate: bool = True) -> tuple[LockedDriver, RobotAPI, Any, TaskInfo | None]:
         """A configured, reset and active driver with a fresh API: construct, configure,
         reset, build the API (kinematic model, collision model, perception), and only then
         activate, as ros2_control activates hardware after the controllers are loaded; the
@@ -322,7 +322,8 @@ class RobotHost:
                 info = driver.reset(seed=seed if seed >= 0 else None,
                                     init_state=init_state if init_state >= 0 else None)
             api, motion = self._make_api(driver, workspace, task, init_state, seed)
-            driver.activate()
+            if activate:
+                driver.activate()
         except BaseException:
             driver.shutdown()
             raise
@@ -350,21 +351,86 @@ class RobotHost:
         return self.workspace
 
     def start(self) -> None:
-        """Build, configure and activate the configured driver with its API.
+        """``configure()`` then ``activate()``.
+
+        Raises:
+            HostError / BackendError: the driver cannot be built, reached or activated (the
+            message says why); ``start`` may be called again later.
+        """
+        self.configure()
+        self.activate()
+
+    def configure(self) -> None:
+        """Build and configure the configured driver and its API (the driver stays
+        inactive: states readable, no commands); nothing to do when already built.
 
         Raises:
             HostError / BackendError: the driver cannot be built or reached (the message
-            says why); ``start`` may be called again later.
+            says why); ``configure`` may be called again later.
         """
         s = self.settings
         with self.lock:
             if self.api is not None:
                 return
-            driver, api, motion, info = self._build(s.driver, s.task, s.init_state, s.seed,
-                                                    self._default_workspace())
+            try:
+                driver, api, motion, info = self._build(s.driver, s.task, s.init_state, s.seed,
+                                                        self._default_workspace(), activate=False)
+            except Exception as exc:
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                raise
             self._swap(driver, api, motion, info)
             self.started_at_s = time.monotonic()
             self.last_error = ""
+
+    def activate(self) -> None:
+        """Activate the configured driver (commands accepted); a no-op when active.
+
+        Raises:
+            HostError: not configured. BackendError / DriverFault: the driver refuses
+            (e.g. the XR1 driver while its readings are stale); it stays inactive.
+        """
+        with self.lock:
+            driver = self.driver
+            if driver is None or self.api is None:
+                raise HostError("the driver is not configured; configure it first")
+            if driver.lifecycle_state is LifecycleState.ACTIVE:
+                return
+            try:
+                driver.activate()
+            except Exception as exc:
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                raise
+            if self.motion is not None:
+                self.motion.reset()
+            self.last_error = ""
+
+    def deactivate(self) -> None:
+        """Stop a running motion, hold, and deactivate the driver (states stay readable);
+        a no-op unless active."""
+        self.cancel_and_hold()
+        with self.lock:
+            driver = self.driver
+            if driver is not None and driver.lifecycle_state is LifecycleState.ACTIVE:
+                driver.deactivate()
+
+    def cleanup(self) -> None:
+        """Deactivate and shut the driver down and drop the API (back to unconfigured;
+        ``configure`` builds a fresh driver)."""
+        self.deactivate()
+        with self.lock:
+            driver, self.driver, self.api, self.motion, self.task = self.driver, None, None, None, None
+            if driver is not None:
+                driver.shutdown()
+
+    def current_fault(self) -> str:
+        """The driver's latched fault (``RobotState.fault``), ``""`` when none or no driver."""
+        driver = self.driver
+        if driver is None or driver.lifecycle_state not in (LifecycleState.INACTIVE, LifecycleState.ACTIVE):
+            return ""
+        try:
+            return driver.read_state().fault
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
 
     def _swap(self, driver: LockedDriver, api: RobotAPI, motion: Any, info: TaskInfo | None) -> None:
         old = self.driver
@@ -470,46 +536,6 @@ class RobotHost:
         calls = describe_calls(api)
         return {"robot": self.motion.description.name if self.motion is not None else "",
                 "driver": self.settings.driver, "names": [c["name"] for c in calls], "calls": calls}
-
-    def recover_driver(self) -> dict[str, Any]:
-        """Clear a latched driver fault as ros2_control does: cancel any motion,
-        ``deactivate()``, then ``activate()`` (which refuses while the readings are stale
-        or beyond the emergency limits; the driver then stays inactive and a later call
-        tries again). Never restarts the process or rebuilds the driver.
-
-        Returns:
-            ``success``, ``message`` (what was done or why not), ``cleared_fault`` (the
-            fault before, ``""`` if none) and ``lifecycle_state`` (afterwards).
-        """
-        with self.lock:
-            driver = self.driver
-            if driver is None or driver.lifecycle_state not in (LifecycleState.INACTIVE, LifecycleState.ACTIVE):
-                why = self.last_error or "the driver is still starting"
-                state = driver.lifecycle_state.value if driver is not None else "unconfigured"
-                return {"success": False, "message": f"no driver to recover ({why})", "cleared_fault": "",
-                        "lifecycle_state": state}
-            try:
-                fault = driver.read_state().fault
-            except Exception as exc:
-                fault = f"{type(exc).__name__}: {exc}"
-            if not fault and driver.lifecycle_state is LifecycleState.ACTIVE:
-                return {"success": True, "message": "the driver is active without a fault; nothing to recover",
-                        "cleared_fault": "", "lifecycle_state": "active"}
-            if self.motion is not None:
-                self.motion.request_cancel()
-            try:
-                if driver.lifecycle_state is LifecycleState.ACTIVE:
-                    driver.deactivate()
-                driver.activate()
-            except Exception as exc:
-                return {"success": False, "cleared_fault": "", "lifecycle_state": driver.lifecycle_state.value,
-                        "message": f"the driver stays {driver.lifecycle_state.value}: {exc}; fix the cause and "
-                                   "call recover_driver again"}
-            if self.motion is not None:
-                self.motion.reset()
-            what = f"cleared {fault!r}" if fault else "activated"
-            return {"success": True, "message": f"driver {self.settings.driver!r} {what}; active again",
-                    "cleared_fault": fault, "lifecycle_state": driver.lifecycle_state.value}
 
     def cancel_and_hold(self) -> None:
         """Stop a running motion (it holds) and command a hold."""
