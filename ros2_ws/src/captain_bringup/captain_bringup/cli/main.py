@@ -24,7 +24,7 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
     ("bench", "captain_bringup.cli.bench:app",
      "Benchmarks: print a table, then one JSON line of figures."),
     ("bringup", "captain_bringup.cli.bringup:bringup",
-     "Host the ROS 2 nodes of sim, xr1_twin or xr1_real in one process."),
+     "Run the ROS 2 nodes of sim, xr1_twin or xr1_real, one process per node group."),
     ("datagen", "captain_training.datagen.cli:datagen",
      "Turn recorded episodes into CaPtain-SFT-Data rows."),
     ("sft", "captain_training.sft.cli:app",
