@@ -23,7 +23,8 @@ def _nodes(context, *args, **kwargs):
     files = [str(p) for p in param_files(stack)]
     return [
         Node(package=spec.package, executable=spec.executable, name=spec.name, namespace=namespace,
-             parameters=files, output="screen", emulate_tty=True)
+             parameters=files, output="screen", emulate_tty=True,
+             respawn=spec.respawn, respawn_delay=spec.respawn_delay_s)
         for spec in stack_nodes(stack)
     ]
 

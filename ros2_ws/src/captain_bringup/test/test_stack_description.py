@@ -150,6 +150,7 @@ def test_core_launch_file_reads_the_stack_description() -> None:
     kw = {k.arg: ast.unparse(k.value) for k in nodes[0].keywords}
     assert kw["package"] == "spec.package" and kw["executable"] == "spec.executable" and kw["name"] == "spec.name"
     assert "parameters" in kw and "namespace" in kw
+    assert kw["respawn"] == "spec.respawn" and kw["respawn_delay"] == "spec.respawn_delay_s"
     loops = [c for c in ast.walk(tree) if isinstance(c, ast.comprehension)]
     assert any(ast.unparse(c.iter) == "stack_nodes(stack)" for c in loops)
     assert "param_files(stack)" in ast.unparse(tree)
