@@ -200,9 +200,18 @@ def test_ladder_reward_values_and_hard_tasks():
 
 def test_default_ladder_from_goals():
     snap = _snap((0.0, 0.0, 0.90), (0.0, 0.0, 1.2))
-    assert default_ladder(snap) == [GraspRung("bowl"), GoalRung(0), GoalRung(1)]
+    # grasp, toward the goal (must hold at the end), place; then the joint goal
+    assert default_ladder(snap) == [GraspRung("bowl"), TowardGoalRung("bowl", (0.3, 0.0, 0.92)), GoalRung(0),
+                                    GoalRung(1)]
     with_joint = default_ladder(snap, joint_goals={"cabinet_top_joint": 0.15})
-    assert with_joint[2] == JointRung("cabinet_top_joint", 0.15)
+    assert with_joint[3] == JointRung("cabinet_top_joint", 0.15)
+    # carried half-way and put down there: grasp and toward-goal count; dropped back: only the grasp
+    start = _snap((0.0, 0.0, 0.90), (0.0, 0.0, 1.2))
+    lifted = _snap((0.0, 0.0, 0.98), (0.0, 0.0, 1.02))
+    halfway = _snap((0.2, 0.0, 0.90), (0.2, 0.0, 1.1))
+    ladder = default_ladder(start)
+    assert ladder_progress(ladder, [start, lifted, halfway, halfway]) == 2
+    assert ladder_progress(ladder, [start, lifted, halfway, start]) == 1
 
 
 # ---------------------------------------------------------------- stopping rules

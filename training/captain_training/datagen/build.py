@@ -46,6 +46,9 @@ class DatagenResult:
     n_rows: int = 0
     n_unsupervised_rows: int = 0
     n_supervised_turns: int = 0
+    #: requests the w_t = 0 detector masked (``loops.py``), by reason
+    n_masked_repeated_failure: int = 0
+    n_masked_recovery_loop: int = 0
     skipped: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -53,7 +56,9 @@ class DatagenResult:
         return {"out": str(self.out_path), "episodes": self.n_episodes,
                 "episodes_skipped_unsuccessful": self.n_episodes_skipped_unsuccessful,
                 "requests": self.n_requests, "rows": self.n_rows, "unsupervised_rows": self.n_unsupervised_rows,
-                "supervised_turns": self.n_supervised_turns}
+                "supervised_turns": self.n_supervised_turns,
+                "masked_repeated_execution_failure": self.n_masked_repeated_failure,
+                "masked_recovery_loop": self.n_masked_recovery_loop}
 
 
 def _prefixed(messages: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
@@ -151,7 +156,7 @@ def episode_rows(records: list[RequestRecord], *, mode: str = "per-request", max
 
 def generate_rows(episodes_dir: Path, out_path: Path, *, mode: str = "per-request",
                   max_packed: int = DEFAULT_MAX_PACKED, include_unsuccessful: bool = False,
-                  subset: str = "harness", image_prefix: str = "") -> DatagenResult:
+                  subset: str = "harness", image_prefix: str = "", mask_loops: bool = True) -> DatagenResult:
     """Write the rows of every episode under ``episodes_dir`` to ``out_path`` (JSONL).
 
     Args:
@@ -163,7 +168,12 @@ def generate_rows(episodes_dir: Path, out_path: Path, *, mode: str = "per-reques
         subset: ``meta.subset`` of rows whose records do not set one.
         image_prefix: prepended to relative image paths (when the rows' image root is a parent
             of the records' one).
+        mask_loops: leave requests with repeated execution failures or recovery loops
+            unsupervised (w_t = 0, ``loops.py``), whichever policy recorded them.
     """
+    from captain_training.datagen.loops import RECOVERY_LOOP, REPEATED_FAILURE
+    from captain_training.datagen.loops import mask_loops as detect
+
     out_path = Path(out_path)
     result = DatagenResult(out_path=out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -179,6 +189,10 @@ def generate_rows(episodes_dir: Path, out_path: Path, *, mode: str = "per-reques
                 result.skipped.append(str(path))
                 continue
             result.n_requests += len(records)
+            if mask_loops:
+                records, masked = detect(records)
+                result.n_masked_repeated_failure += masked[REPEATED_FAILURE]
+                result.n_masked_recovery_loop += masked[RECOVERY_LOOP]
             for row in episode_rows(records, mode=mode, max_packed=max_packed, subset=subset,
                                     image_prefix=image_prefix):
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")

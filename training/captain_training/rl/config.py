@@ -24,6 +24,7 @@ from captain_training.rl.errors import ConfigError, RLError
 from captain_training.rl.ladder import HARD_TASK_IDS, LADDER_FROM_ROUND, LADDER_SCALE
 from captain_training.rl.policy_loss import PolicyLossConfig
 from captain_training.rl.returns import CostConfig, ReturnConfig
+from captain_training.rl.start_states import PAPER_WIDE_LAYOUT_FRACTION
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,8 @@ class RolloutConfig:
         tasks: ``"<suite>/<task>"`` names drawn for start states (required to train).
         official_states: official initial-state indices that may be drawn (``excluded_init_states``
             are removed); LIBERO has 0..49.
-        wide_layout_fraction: share of start states that are wide-layout random starts, [0, 1].
+        wide_layout_fraction: share of start states that are wide-layout random starts, [0, 1];
+            default the paper's mix, 5,600 wide-layout to 1,760 official states (0.761).
         randomize_appearance: light / camera pose / material randomisation on wide layouts.
         pool: ``auto`` | ``inline`` | ``process`` | ``ray`` (see ``workers.py``).
         workers: rollout processes or Ray actors, >= 1.
@@ -106,7 +108,7 @@ class RolloutConfig:
 
     tasks: tuple[str, ...] = ()
     official_states: tuple[int, ...] = tuple(range(50))
-    wide_layout_fraction: float = 0.5
+    wide_layout_fraction: float = PAPER_WIDE_LAYOUT_FRACTION
     randomize_appearance: bool = True
     pool: str = "auto"
     workers: int = 1

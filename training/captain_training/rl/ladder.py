@@ -161,7 +161,11 @@ def default_ladder(reset: SimSnapshot, joint_goals: Mapping[str, float] | None =
     Per goal: a joint goal gives a ``JointRung`` when the goal position of its joint is
     known in ``joint_goals`` (joint name to goal value, rad or m) and a ``GoalRung``
     otherwise; any other goal gives a ``GraspRung`` on its first argument (when that is a
-    movable object of the scene) followed by a ``GoalRung`` (the place rung).
+    movable object of the scene), then, for the task's target object whose goal position
+    the snapshot knows, a ``TowardGoalRung`` (the object moved half-way to its goal and still
+    there at the end: the paper's rung for moving an object toward its goal), then a
+    ``GoalRung`` (the place rung). A one-object pick-and-place ladder is grasp, toward goal,
+    place: n = 3, so its top reward is 0.15 * 3 / 4 = 0.1125, the paper's bound.
     """
     rungs: list[Rung] = []
     joint_goals = dict(joint_goals or {})
@@ -175,5 +179,8 @@ def default_ladder(reset: SimSnapshot, joint_goals: Mapping[str, float] | None =
             continue
         if goal.args and goal.args[0] in reset.object_poses:
             rungs.append(GraspRung(goal.args[0]))
+            if goal.args[0] == reset.target_object and reset.goal_position_m is not None:
+                goal_at = tuple(float(v) for v in reset.goal_position_m)
+                rungs.append(TowardGoalRung(goal.args[0], goal_at))  # type: ignore[arg-type]
         rungs.append(GoalRung(i))
     return rungs

@@ -25,6 +25,8 @@ from captain_training.rl.errors import ConfigError
 
 #: Official initial states per LIBERO task.
 OFFICIAL_STATES_PER_TASK = 50
+#: Share of wide-layout starts in the paper's pool: 5,600 wide-layout + 1,760 official states.
+PAPER_WIDE_LAYOUT_FRACTION = 5600 / (5600 + 1760)
 #: Held-out evaluation states, never drawn for training.
 HELDOUT_EVAL_STATES: tuple[int, ...] = (11, 12, 13, 14, 15, 16)
 
@@ -78,14 +80,14 @@ class StartStatePool:
             ``excluded_states`` are removed; an explicit request for one is an error).
         excluded_states: never drawn (evaluation states 11..16).
         wide_layout_fraction: probability that a start state is a wide-layout random start,
-            in [0, 1].
+            in [0, 1] (default: the paper's 5,600 / 7,360 = 0.761).
         randomize_appearance: light/camera/material randomisation on wide layouts.
     """
 
     tasks: tuple[str, ...]
     official_states: tuple[int, ...] = tuple(range(OFFICIAL_STATES_PER_TASK))
     excluded_states: tuple[int, ...] = HELDOUT_EVAL_STATES
-    wide_layout_fraction: float = 0.5
+    wide_layout_fraction: float = PAPER_WIDE_LAYOUT_FRACTION
     randomize_appearance: bool = True
     _allowed: tuple[int, ...] = field(default=(), init=False, repr=False, compare=False)
 
