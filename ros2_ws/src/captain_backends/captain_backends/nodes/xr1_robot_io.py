@@ -164,7 +164,13 @@ def run_periodic(period_s: float, step: Callable[[int], None], stop: threading.E
                  max_catch_up: int = 5) -> None:
     """Call ``step(n)`` once per ``period_s`` of wall clock until ``stop`` is set; ``n``
     is the number of periods that elapsed (more than 1 after an overrun, at most
-    ``max_catch_up``; beyond that the schedule is re-phased and time is dropped)."""
+    ``max_catch_up``; beyond that the schedule is re-phased and time is dropped).
+
+    The calling thread asks for real-time scheduling (``core.realtime``): this loop is the
+    robot's hardware side, whose joint states the driver judges against 100 ms."""
+    from captain_backends.core.realtime import set_realtime
+
+    set_realtime()
     next_tick = time.monotonic() + period_s
     while not stop.is_set():
         delay = next_tick - time.monotonic()

@@ -1,4 +1,6 @@
-"""The XR1 driver's ROS 2 transport: its own rclpy context, node and executor thread.
+"""The XR1 driver's ROS 2 transport: its own rclpy context, node and executor thread
+(real-time scheduled where the kernel permits: the joint states it stamps are judged
+against 100 ms).
 
 Because the context is private (and installs no signal handlers), the driver works in
 any process: next to other rclpy code, inside the harness, in a test. Readings are
@@ -36,8 +38,45 @@ class RosXR1Transport:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def start(self, buffer: StateBuffer) -> None:
-        """Create the context, node, subscriptions and publishers; spin in a thread."""
+    def start(self, buffer: StateBuffer, timeout_s: float = 30.0) -> None:
+        """Create the context, node, subscriptions and publishers in the receive thread
+        (real-time scheduled where permitted, ``core.realtime``; Fast DDS's own threads,
+        created with the context, inherit that) and spin there."""
+        self._buffer = buffer
+        ready = threading.Event()
+        failure: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, args=(ready, failure),
+                                         name=f"{self.config.node_name}_executor", daemon=True)
+        self._thread.start()
+        if not ready.wait(timeout_s):
+            raise RuntimeError(f"the XR1 transport did not start within {timeout_s:g} s")
+        if failure:
+            self._thread.join(timeout=5.0)
+            self._thread = None
+            raise failure[0]
+
+    def _run(self, ready: threading.Event, failure: list[BaseException]) -> None:
+        from rclpy.executors import ExternalShutdownException
+
+        from captain_backends.core.realtime import set_realtime
+
+        realtime = set_realtime()
+        try:
+            self._create()
+        except BaseException as exc:
+            failure.append(exc)
+            if self._context is not None:
+                self._context.try_shutdown()
+                self._context = None
+            ready.set()
+            return
+        if realtime:
+            self._node.get_logger().warning(f"readings are received without real-time priority: {realtime}")
+        ready.set()
+        with contextlib.suppress(ExternalShutdownException):
+            self._executor.spin()
+
+    def _create(self) -> None:
         import rclpy
         from geometry_msgs.msg import WrenchStamped
         from rclpy.context import Context
@@ -52,8 +91,6 @@ class RosXR1Transport:
         rclpy.init(args=[], context=context, signal_handler_options=SignalHandlerOptions.NO)
         self._context = context
         node = rclpy.create_node(cfg.node_name, namespace=cfg.namespace or "", context=context)
-        self._node = node
-        self._buffer = buffer
 
         node.create_subscription(JointState, cfg.joint_states_topic, self._on_joint_state, xm.READING_QOS)
         if cfg.wrench.topic:
@@ -72,18 +109,10 @@ class RosXR1Transport:
                                                   xm.RELIABLE_QOS)
         self._gripper_pub = (node.create_publisher(Float64MultiArray, cfg.gripper.command_topic, xm.RELIABLE_QOS)
                              if cfg.gripper is not None else None)
-
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
-        self._executor = executor
-        self._thread = threading.Thread(target=self._spin, name=f"{cfg.node_name}_executor", daemon=True)
-        self._thread.start()
-
-    def _spin(self) -> None:
-        from rclpy.executors import ExternalShutdownException
-
-        with contextlib.suppress(ExternalShutdownException):
-            self._executor.spin()
+        with self._lock:
+            self._node, self._executor = node, executor
 
     # ----------------------------------------------------------------- callbacks
     def _on_joint_state(self, msg) -> None:
