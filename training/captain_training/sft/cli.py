@@ -65,7 +65,8 @@ def validate(
 @app.command()
 def prepare(
     data: Annotated[Path, typer.Argument(help="JSONL row file in global training order.")],
-    model: Annotated[Path, typer.Option(help="Qwen3.5 model directory (tokenizer, image processor, template).")],
+    model: Annotated[Path, typer.Option(help="Model directory (tokenizer, chat template; a VLM also its "
+                                                    "image processor).")],
     out: Annotated[Path, typer.Option(help="Prepared data directory to write.")],
     image_root: Annotated[Path | None, typer.Option(help="Dataset root the image paths are relative to.")] = None,
     world: Annotated[int, typer.Option(help="Number of training ranks W.")] = 1,
@@ -75,6 +76,8 @@ def prepare(
     qa_loss_weight: Annotated[float, typer.Option(help="Loss weight of visual-QA rows.")] = 0.5,
     hint_mask_p: Annotated[float, typer.Option(help="Text-hint mask probability used in training.")] = 0.2,
     workers: Annotated[int, typer.Option(help="Processes measuring rows.")] = 1,
+    drop_too_long: Annotated[bool, typer.Option(help="Leave out (and count) rows longer than --max-length "
+                                                     "instead of failing; rows are never truncated.")] = False,
 ) -> None:
     """Check, measure (lengths, supervised tokens), re-order for W ranks and compute the loss constant."""
     from captain_training.sft.errors import SFTError
@@ -87,21 +90,22 @@ def prepare(
         prepared = run_prepare(data, out, processor_path=model, image_root=image_root, world_size=world,
                                grad_accum=grad_accum, max_length=max_length, suite_cap=suite_cap,
                                qa_loss_weight=qa_loss_weight, hint_mask_probability=hint_mask_p,
-                               workers=workers, progress=progress)
+                               workers=workers, progress=progress, drop_too_long=drop_too_long)
     except (SFTError, FileNotFoundError) as exc:
         _fail(exc)
         return
     m = prepared.manifest
     typer.echo(f"prepared {m['n_rows']} of {m['n_source_rows']} rows for {world} rank(s) x {grad_accum} "
                f"({m['optimizer_steps_per_epoch']} steps per epoch; {m['n_dropped_incomplete_step']} rows of an "
-               f"incomplete last step dropped); longest row {m['max_row_tokens']} tokens; "
+               f"incomplete last step dropped, {m['n_dropped_too_long']} longer than --max-length dropped); "
+               f"longest row {m['max_row_tokens']} tokens; "
                f"C_row={m['loss_constant']['per_row']:.2f}, C_step={m['loss_constant']['per_step']:.1f} -> {out}")
 
 
 @app.command()
 def train(
     data: Annotated[Path, typer.Option(help="Prepared data directory (captain sft prepare).")],
-    model: Annotated[Path, typer.Option(help="Qwen3.5 model directory to start from.")],
+    model: Annotated[Path, typer.Option(help="Model directory to start from (any causal LM or a Qwen3.5 VLM).")],
     out: Annotated[Path, typer.Option(help="Run directory: checkpoints, metrics.jsonl, final model.")],
     image_root: Annotated[Path | None, typer.Option(help="Dataset root (default: the one given to prepare).")] = None,
     epochs: Annotated[float, typer.Option(help="Passes over the rows (1.5 in the paper).")] = 1.0,

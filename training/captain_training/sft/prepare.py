@@ -104,6 +104,7 @@ class _Measured:
     suite: str | None = None
     row_id: str = ""
     problems: list[str] = field(default_factory=list)
+    too_long: bool = False
 
 
 _WORKER: dict[str, Any] = {}
@@ -152,6 +153,7 @@ def _measure_line(item: tuple[int, int, int]) -> _Measured:
         result.problems = [str(exc).removeprefix(f"line {line_number}: ")]
         return result
     if result.measure.n_tokens > renderer.max_length:
+        result.too_long = True
         result.problems = [f"row {record.row_id!r} renders to {result.measure.n_tokens} tokens, more than "
                            f"--max-length {renderer.max_length}; rows are never truncated: raise --max-length "
                            "or remove the row"]
@@ -194,6 +196,7 @@ def prepare(
     max_problems: int = 1000,
     progress: Callable[[int], None] | None = None,
     processor: Any = None,
+    drop_too_long: bool = False,
 ) -> PreparedData:
     """Prepare ``source`` for training on ``world_size`` ranks (see module docstring).
 
@@ -212,6 +215,8 @@ def prepare(
         max_problems: problems listed in the error (all are counted).
         progress: called with the number of rows measured so far, every 1,000 rows.
         processor: an already loaded processor of ``processor_path`` (single worker only).
+        drop_too_long: leave out rows longer than ``max_length`` (counted in the manifest as
+            ``n_dropped_too_long``) instead of failing; rows are never truncated either way.
     """
     source = Path(source)
     out_dir = Path(out_dir)
@@ -235,6 +240,9 @@ def prepare(
                     progress(len(measured))
         finally:
             _close_worker()
+    too_long = [m for m in measured if m.too_long]
+    if drop_too_long and too_long:
+        measured = [m for m in measured if not m.too_long]
     problems = [Problem(m.line_number, p) for m in measured for p in m.problems]
     if problems:
         bad_rows = len({p.line_number for p in problems})
@@ -301,6 +309,7 @@ def prepare(
         "n_source_rows": len(measured),
         "n_rows": len(used),
         "n_dropped_incomplete_step": dropped,
+        "n_dropped_too_long": len(too_long) if drop_too_long else 0,
         "suite_cap": suite_cap,
         "n_capped_by_suite": dict(sorted(capped.items())),
         "max_length": max_length,

@@ -25,6 +25,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "ros": ("captain_bringup.bench_ros:run", "ROS round-trip overhead and bringup time"),
     "sft": ("captain_training.sft.bench:run", "SFT validate/prepare throughput, train step"),
     "rl": ("captain_training.rl.bench:run", "critic training, policy-loss step, rollout throughput"),
+    "learning": ("captain_training.sft.learning:run",
+                 "teacher episodes -> SFT of SmolLM2-135M: held-out loss and tool-call validity (--quick), "
+                 "base vs SFT success (full)"),
 }
 
 app = typer.Typer(no_args_is_help=True, help="Benchmarks: a table, then one JSON line of figures.")
@@ -58,6 +61,7 @@ def render(name: str, figures: dict[str, float], elapsed_s: float) -> str:
 def _make_command(name: str, target: str, what: str) -> None:
     def command(
         option: list[str] = typer.Option([], "--option", "-o", help="key=value passed to the benchmark"),  # noqa: B008
+        quick: bool = typer.Option(False, "--quick", help="the benchmark's short mode (passes quick=true)"),
     ) -> None:
         module_name, attr = target.split(":")
         try:
@@ -65,8 +69,11 @@ def _make_command(name: str, target: str, what: str) -> None:
         except (ImportError, AttributeError) as exc:
             typer.echo(f"benchmark {name!r} is unavailable: {exc}", err=True)
             raise typer.Exit(code=2) from exc
+        options = parse_options(option)
+        if quick:
+            options["quick"] = True
         started = time.perf_counter()
-        figures = fn(**parse_options(option))
+        figures = fn(**options)
         typer.echo(render(name, figures, time.perf_counter() - started))
 
     command.__doc__ = what
