@@ -151,3 +151,35 @@ def test_wide_layout_backend_starts_a_randomised_libero_scene(tmp_path) -> None:
         assert not backend.check_success()
     finally:
         backend.close()
+
+
+@pytest.mark.sim
+def test_degenerate_starts_are_recognised_at_reset_and_excluded_from_the_pool():
+    import dataclasses
+    import math
+
+    from captain_backends.core.snapshot import ObjectPose
+    from captain_backends.core.tabletop.driver import TabletopDriver
+    from captain_training.rl.start_states import degenerate_reason
+
+    driver = TabletopDriver(task="cube_on_plate")
+    driver.configure()
+    driver.reset(seed=3)
+    snap = driver.snapshot()
+    driver.shutdown()
+    assert degenerate_reason(snap) is None  # a real layout stands on the table
+    x, y, z = snap.object_poses["blue_cube"].position_m
+    fallen = dataclasses.replace(snap, object_poses={
+        **snap.object_poses, "blue_cube": ObjectPose((x, y, z - 0.3), snap.object_poses["blue_cube"].quaternion_wxyz)})
+    assert degenerate_reason(fallen) == "off_table:blue_cube"
+    c, s = math.cos(math.pi / 4), math.sin(math.pi / 4)  # 90 deg about x: lying on its side
+    target = snap.object_poses[snap.target_object]
+    tilted = dataclasses.replace(snap, object_poses={
+        **snap.object_poses, snap.target_object: ObjectPose(target.position_m, (c, s, 0.0, 0.0))})
+    assert degenerate_reason(tilted) == f"tilted:{snap.target_object}"
+
+    pool = StartStatePool(tasks=("tabletop/cube_on_plate",), wide_layout_fraction=1.0)
+    first = pool.draw(4, seed=0, round_index=0)
+    excluded = frozenset({first[1].key, first[2].key})
+    again = pool.draw(4, seed=0, round_index=0, exclude=excluded)
+    assert len(again) == 4 and not excluded & {s.key for s in again}

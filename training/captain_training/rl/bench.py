@@ -14,7 +14,22 @@
   Qwen3.5 behind the local endpoint (sampling ``endpoint_tokens`` tokens per request,
   ``endpoint_requests`` requests per episode).
 
-Option ``rollouts=False`` skips the two throughput figures.
+* ``logprob_parity_max_abs``: the tiny Qwen3.5 VLM behind the local endpoint samples a reply to a
+  prompt with two images; the largest per-token difference between the sampler's
+  log-probabilities and the trainer's recomputation from the recorded ids and image files
+  (``logprobs.multimodal_inputs``); ``logprob_image_change_max_abs``: how far they move when
+  one image is replaced (it must be far above the parity);
+* ``learning_success_first_round`` / ``learning_success_last_round`` (and ``learning_p_solve_*``):
+  the learning check (``learning.py``: real tabletop episodes, the model choosing among three
+  candidate cells, Eq. 8 updates); ``control_success_*``: the same with advantages zeroed.
+
+* ``sync_episodes_per_hour`` / ``streaming_episodes_per_hour`` and ``*_learner_idle_fraction``:
+  ``captain rl train`` rounds (tiny Qwen3.5 on the local endpoint, scripted candidate cells,
+  tabletop episodes on ``streaming_pool`` = ``ray`` actors) in synchronous and streaming mode;
+  episodes per hour of the learner's rounds (waiting + updating), rounds after the first.
+
+Options ``rollouts=False`` skips the throughput figures, ``learning=False`` the learning check,
+``parity=False`` the parity figure, ``streaming=False`` the sync/streaming comparison.
 """
 
 from __future__ import annotations
@@ -135,6 +150,97 @@ def _rollout_figures(episodes: int, tokens: int, requests: int, seed: int) -> di
     return figures
 
 
+def logprob_parity(seed: int = 0, max_tokens: int = 16) -> dict[str, float]:
+    """Sampler vs trainer log-probabilities of a two-image request on the tiny Qwen3.5 VLM."""
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from captain_harness.core.episode.policy.base import PolicyRequest
+    from captain_harness.core.episode.prompt import PYTHON_TOOL
+    from captain_training.qwen.tiny_model import cached_tiny_model_dir
+    from captain_training.rl.endpoint import EndpointConfig, LocalPolicyServer, load_causal_model
+    from captain_training.rl.logprobs import completion_logprobs, multimodal_inputs
+    from captain_training.rl.policy_client import make_rollout_policy
+
+    model_dir = cached_tiny_model_dir()
+    rng = np.random.default_rng(seed)
+    with tempfile.TemporaryDirectory(prefix="captain-bench-parity-") as tmp:
+        root = Path(tmp)
+        for name in ("head.png", "wrist.png", "other.png"):
+            Image.fromarray(rng.integers(0, 256, (96, 96, 3), dtype=np.uint8)).save(root / name)
+        request = PolicyRequest(episode_id="e", request_index=1, tools=[PYTHON_TOOL], image_root=root, messages=[
+            {"role": "system", "content": "You control a robot arm with Python."},
+            {"role": "user", "content": [{"type": "text", "text": "Put the red cube on the plate."},
+                                         {"type": "image", "image": "head.png"},
+                                         {"type": "image", "image": "wrist.png"}]}])
+        with LocalPolicyServer(EndpointConfig(model_dir=str(model_dir), max_new_tokens=max_tokens,
+                                              seed=seed)) as server:
+            client = make_rollout_policy(base_url=server.base_url, model="captain-policy", max_tokens=max_tokens)
+            reply = client.act(request)
+            processor = server.processor
+        trainer = load_causal_model(model_dir)
+        images = client.images[1]
+        with torch.no_grad():
+            again = completion_logprobs(trainer, reply.prompt_token_ids, reply.completion_token_ids,
+                                        multimodal_inputs(processor, reply.prompt_token_ids, images))
+            moved = completion_logprobs(trainer, reply.prompt_token_ids, reply.completion_token_ids,
+                                        multimodal_inputs(processor, reply.prompt_token_ids,
+                                                          [images[0], str(root / "other.png")]))
+    sampled = torch.tensor(reply.logprobs)
+    return {"logprob_parity_max_abs": float((again - sampled).abs().max()),
+            "logprob_image_change_max_abs": float((moved - again).abs().max()),
+            "logprob_parity_tokens": float(len(reply.logprobs)), "logprob_parity_images": float(len(images))}
+
+
+def _learning_figures(seed: int) -> dict[str, float]:
+    from captain_training.rl.learning import LearningConfig, run_learning_check
+
+    learn = run_learning_check(LearningConfig(layouts=(101, 102), group_size=3, rounds=3, seed=seed))
+    control = run_learning_check(LearningConfig(layouts=(101,), group_size=4, rounds=2, advantage_scale=0.0,
+                                                seed=seed))
+    return {
+        "learning_success_first_round": learn.success[0], "learning_success_last_round": learn.success[-1],
+        "learning_p_solve_first_round": learn.p_solve[0], "learning_p_solve_last_round": learn.p_solve[-1],
+        "learning_rounds": float(len(learn.success)), "learning_policy_steps": float(learn.policy_version[-1]),
+        "learning_advantage_signs_ok": float(learn.advantage_signs_agree()),
+        "learning_s_per_round": sum(learn.round_wall_s) / len(learn.round_wall_s),
+        "control_success_first_round": control.success[0], "control_success_last_round": control.success[-1],
+        "control_policy_steps": float(control.policy_version[-1]),
+    }
+
+
+def _streaming_figures(pool: str, workers: int, rounds: int, seed: int) -> dict[str, float]:
+    import tempfile
+
+    from captain_training.qwen.tiny_model import cached_tiny_model_dir
+    from captain_training.rl.config import config_from_dict
+    from captain_training.rl.trainer import train
+
+    task = "tabletop/cube_on_plate"
+    out: dict[str, float] = {}
+    for mode in ("sync", "streaming"):
+        with tempfile.TemporaryDirectory(prefix=f"captain-bench-rl-{mode}-") as tmp:
+            cfg = config_from_dict({
+                "seed": seed, "output_dir": tmp, "sft_model": str(cached_tiny_model_dir()),
+                "start_states_per_round": 2, "group_size": 2, "rounds_per_step": 1, "policy_learning_rate": 1e-3,
+                "max_requests": 2, "monitor_every": 0, "total_rounds": rounds,
+                "rollout": {"tasks": [task], "pool": pool, "workers": workers, "mode": mode},
+                "endpoint": {"scripted_completions": ["robot.move_to(gripper='close')", "print(1)"]},
+                "critic": {"hidden_units": 32, "n_members": 2}})
+            metrics = train(cfg).metrics[1:]  # the first round has nothing to overlap with
+        episodes = sum(m["episodes_collected"] for m in metrics)
+        busy = sum(m["learner_idle_s"] + m["update_wall_s"] for m in metrics)
+        out[f"{mode}_episodes_per_hour"] = 3600.0 * episodes / busy if busy > 0 else 0.0
+        out[f"{mode}_learner_idle_fraction"] = sum(m["learner_idle_s"] for m in metrics) / busy if busy else 0.0
+        out[f"{mode}_stale_dropped"] = float(sum(m.get("policy_stale_dropped", 0.0) for m in metrics))
+    out["streaming_rounds_measured"] = float(rounds - 1)
+    return out
+
+
 def run(**options: Any) -> dict[str, float]:
     """Measure. Options: ``start_states`` (120), ``epochs`` (3), ``tokens`` (512), ``repeats`` (5),
     ``seed`` (0), ``threads`` (torch intra-op threads; default: torch's choice), ``rollouts`` (True),
@@ -149,7 +255,18 @@ def run(**options: Any) -> dict[str, float]:
     import torch
 
     figures["torch_threads"] = float(torch.get_num_threads())
-    if options.get("rollouts", True) not in (False, "0", "false", "False"):
+    def on(name: str) -> bool:
+        return options.get(name, True) not in (False, "0", "false", "False")
+
+    if on("parity"):
+        figures.update(logprob_parity(seed))
+    if on("rollouts"):
         figures.update(_rollout_figures(int(options.get("episodes", 3)), int(options.get("endpoint_tokens", 16)),
                                         int(options.get("endpoint_requests", 3)), seed))
+    if on("learning"):
+        figures.update(_learning_figures(seed))
+    if on("streaming"):
+        figures.update(_streaming_figures(str(options.get("streaming_pool", "ray")),
+                                          int(options.get("streaming_workers", 2)),
+                                          int(options.get("streaming_rounds", 4)), seed))
     return figures

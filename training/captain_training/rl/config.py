@@ -98,6 +98,11 @@ class RolloutConfig:
             default the paper's mix, 5,600 wide-layout to 1,760 official states (0.761).
         randomize_appearance: light / camera pose / material randomisation on wide layouts.
         pool: ``auto`` | ``inline`` | ``process`` | ``ray`` (see ``workers.py``).
+        mode: ``sync`` (collect a round, then update, then sync weights) or ``streaming`` (the
+            next round's episodes run on the pool while the learner updates on this one; each
+            request records the policy version that answered it and requests more than
+            ``max_staleness`` versions behind are dropped and counted). Streaming needs the
+            ``process`` or ``ray`` pool.
         workers: rollout processes or Ray actors, >= 1.
         ray_address: a Ray cluster address (None: a local Ray).
         cell_timeout_s: time limit of one code cell, s, > 0.
@@ -111,6 +116,7 @@ class RolloutConfig:
     wide_layout_fraction: float = PAPER_WIDE_LAYOUT_FRACTION
     randomize_appearance: bool = True
     pool: str = "auto"
+    mode: str = "sync"
     workers: int = 1
     ray_address: str | None = None
     cell_timeout_s: float = 120.0
@@ -122,6 +128,9 @@ class RolloutConfig:
         _check(self.pool in ("auto", "inline", "process", "ray"),
                f"rollout.pool {self.pool!r} is not one of auto, inline, process, ray")
         _check(self.workers >= 1, "rollout.workers must be >= 1")
+        _check(self.mode in ("sync", "streaming"), f"rollout.mode {self.mode!r} is not one of sync, streaming")
+        _check(self.mode == "sync" or self.pool in ("process", "ray", "auto"),
+               "rollout.mode streaming needs rollout.pool process or ray")
         _check(self.cell_timeout_s > 0 and self.max_wall_time_s > 0, "rollout time limits must be > 0 s")
         _check(all("/" in t for t in self.tasks), "rollout.tasks must look like <suite>/<task>, e.g. "
                "libero_goal/3 or tabletop/cube_on_plate")

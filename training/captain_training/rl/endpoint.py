@@ -23,16 +23,22 @@ in-process). On GPU machines the same boundary is served by vLLM (``vllm serve <
 --worker-extension-cls captain_training.rl.weight_sync.PolicyWeightLoader`` with
 ``VLLM_SERVER_DEV_MODE=1``), which returns token ids and logprobs.
 
-Scripted completions (tests, debugging): with ``scripted_completions`` set, each request
-takes one of those texts (seeded uniform draw) instead of sampling, and returns it with the
-token ids and log-probabilities the served model assigns to it. The trainer sees the same
-fields as for sampled text, so an untrained tiny model can drive multi-request episodes with
-real tool calls while every log-probability is still the model's own.
+Candidate completions (the learning check, tests): a request body may carry
+``candidates`` (a list of assistant completion texts, e.g. from ``candidates.py``), or the
+server may be configured with ``scripted_completions``. The server then scores every
+candidate under the served model and samples one with probability proportional to its
+likelihood, ``p_k ∝ exp(sum_j log pi(token_kj))`` (seeded), returning it with its token ids,
+its per-token log-probabilities under the full model distribution and ``candidate_index``
+(top level). The trainer sees the same fields as for sampled text; since the choice follows
+the model's likelihood, a policy update changes which candidate the next request gets.
 
-Images: this server is text-only. Each image part of a message is replaced by the text
-``IMAGE_PLACEHOLDER``, so the ids it returns are exactly what the trainer feeds back.
-(A multimodal trainer would also need the pixel inputs of each prompt; that path belongs
-to the GPU setup.)
+Images: a model that consumes pixels (a Qwen3.5 VLM with ``preprocessor_config.json``) gets
+them as vLLM gives them: the ``image_url`` data URLs are decoded, the chat template places a
+vision block per image, and the model's processor expands each into one ``<|image_pad|>`` per
+merged patch and computes ``pixel_values`` / ``image_grid_thw`` / ``mm_token_type_ids``, which
+go into the forward with the prompt. ``prompt_images`` (top level) counts them. The trainer
+recomputes the same inputs from the recorded image files (``logprobs.multimodal_inputs``).
+A text-only model sees each image part as the text ``IMAGE_PLACEHOLDER``.
 """
 
 from __future__ import annotations
@@ -133,6 +139,52 @@ def wire_to_template_messages(messages: list[dict[str, Any]]) -> list[dict[str, 
     return out
 
 
+def decode_image_url(url: str) -> Any:
+    """A PIL RGB image from a ``data:image/...;base64,...`` URL (what the harness client sends)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    if not isinstance(url, str) or not url.startswith("data:") or ";base64," not in url:
+        raise RLError(f"image_url must be a base64 data URL (data:image/png;base64,...), got {str(url)[:40]!r}")
+    try:
+        with Image.open(io.BytesIO(base64.b64decode(url.split(";base64,", 1)[1]))) as im:
+            return im.convert("RGB")
+    except (OSError, ValueError) as exc:
+        raise RLError(f"image_url does not decode to an image: {exc}") from None
+
+
+def wire_to_multimodal_messages(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Chat-completions messages -> template messages with ``{"type": "image"}`` parts, and the
+    decoded images in the order they appear (what vLLM hands its processor)."""
+    images: list[Any] = []
+    stripped = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list):
+            parts = []
+            for part in content:
+                kind = part.get("type") if isinstance(part, dict) else None
+                if kind == "image_url":
+                    url = part.get("image_url")
+                    images.append(decode_image_url(url.get("url") if isinstance(url, dict) else url))
+                    parts.append({"type": "image"})
+                elif kind == "text":
+                    parts.append({"type": "text", "text": str(part.get("text", ""))})
+                elif kind == "image":
+                    raise RLError("image parts must be image_url data URLs on the wire")
+            stripped.append({**m, "content": parts})
+        else:
+            stripped.append(m)
+    out = wire_to_template_messages([{**m, "content": None} if isinstance(m.get("content"), list) else m
+                                     for m in stripped])
+    for msg, m in zip(out, stripped, strict=True):
+        if isinstance(m.get("content"), list):
+            msg["content"] = m["content"]
+    return out, images
+
+
 def parse_generation(text: str) -> dict[str, Any]:
     """Split sampled text into reasoning, visible content and tool calls (vLLM's Qwen3 parsers).
 
@@ -175,6 +227,17 @@ def load_tokenizer(model_dir: str | Path) -> Any:
         raise RLError(str(exc)) from None
 
 
+def load_multimodal_processor(model_dir: str | Path, model: Any) -> Any:
+    """The processor of a model that consumes pixels (vision tower and ``preprocessor_config.json``),
+    else None (a text-only model: images are rendered as placeholder text)."""
+    visual = getattr(getattr(model, "model", None), "visual", None)
+    if visual is None or not (Path(model_dir) / "preprocessor_config.json").is_file():
+        return None
+    from captain_training.models.family import load_processor
+
+    return load_processor(model_dir)
+
+
 class LocalPolicyServer:
     """The local endpoint (a context manager). See the module docstring."""
 
@@ -188,10 +251,13 @@ class LocalPolicyServer:
             torch.set_num_threads(int(config.threads))
         self.model = model if model is not None else load_causal_model(config.model_dir, config.device)
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(config.model_dir)
+        #: the model's processor when it consumes pixels (a Qwen3.5 VLM); None: images become text
+        self.processor = load_multimodal_processor(config.model_dir, self.model)
         self.policy_version = int(config.policy_version)
         self.generator = torch.Generator(device="cpu").manual_seed(int(config.seed))
         self.lock = threading.Lock()
         self.requests_served = 0
+        self.last_candidate_probs: list[float] = []
         self.tokens_generated = 0
         stop = [self.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
         self.stop_ids = {int(i) for i in stop if isinstance(i, int) and i >= 0}
@@ -309,8 +375,30 @@ class LocalPolicyServer:
             self.policy_version = int(version)
 
     # ----------------------------------------------------------------- serving
+    def render_inputs(self, body: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
+        """Prompt token ids of a body and, for a model that consumes pixels, its multimodal inputs
+        (``pixel_values``, ``image_grid_thw``, ``mm_token_type_ids``; empty without images).
+
+        A multimodal model renders like vLLM: the chat template turns each image part into
+        ``<|vision_start|><|image_pad|><|vision_end|>``, then the processor expands the pad to
+        one token per merged patch and computes the pixel inputs from the decoded images.
+        """
+        if self.processor is None:
+            return self.render(body), {}
+        messages, images = wire_to_multimodal_messages(body.get("messages") or [])
+        kwargs = dict(body.get("chat_template_kwargs") or {})
+        text = self.processor.apply_chat_template(messages, tools=body.get("tools"), add_generation_prompt=True,
+                                                  tokenize=False, **kwargs)
+        encoded = self.processor(text=[text], images=images or None, return_tensors="pt")
+        ids = [int(i) for i in encoded["input_ids"][0].tolist()]
+        mm: dict[str, Any] = {}
+        if images:
+            mm = {"pixel_values": encoded["pixel_values"], "image_grid_thw": encoded["image_grid_thw"],
+                  "mm_token_type_ids": encoded["mm_token_type_ids"]}
+        return ids, mm
+
     def render(self, body: dict[str, Any]) -> list[int]:
-        """Prompt token ids of a chat-completions body (generation prompt appended)."""
+        """Prompt token ids of a chat-completions body (generation prompt appended; images as text)."""
         messages = wire_to_template_messages(body.get("messages") or [])
         kwargs = dict(body.get("chat_template_kwargs") or {})
         ids = self.tokenizer.apply_chat_template(messages, tools=body.get("tools"), add_generation_prompt=True,
@@ -321,9 +409,29 @@ class LocalPolicyServer:
             ids = ids[0]
         return [int(i) for i in ids]
 
-    def sample(self, prompt_ids: list[int], max_new_tokens: int, temperature: float, top_p: float
-               ) -> tuple[list[int], list[float], str]:
-        """Sample a completion; returns (ids, log pi at temperature 1 of each id, finish reason)."""
+    def _reset_positions(self) -> None:
+        """Forget the M-RoPE offset a Qwen3.5 model caches from its last multimodal prompt."""
+        inner = getattr(self.model, "model", None)
+        if inner is not None and hasattr(inner, "rope_deltas"):
+            inner.rope_deltas = None
+
+    def _mm_kwargs(self, mm_inputs: dict[str, Any] | None) -> dict[str, Any]:
+        if not mm_inputs:
+            return {}
+        device = next(self.model.parameters()).device
+        visual = getattr(getattr(self.model, "model", None), "visual", None)
+        dtype = next(visual.parameters()).dtype if visual is not None else None
+        return {"pixel_values": mm_inputs["pixel_values"].to(device=device, dtype=dtype),
+                "image_grid_thw": mm_inputs["image_grid_thw"].to(device),
+                "mm_token_type_ids": mm_inputs["mm_token_type_ids"].to(device)}
+
+    def sample(self, prompt_ids: list[int], max_new_tokens: int, temperature: float, top_p: float,
+               mm_inputs: dict[str, Any] | None = None) -> tuple[list[int], list[float], str]:
+        """Sample a completion; returns (ids, log pi at temperature 1 of each id, finish reason).
+
+        ``mm_inputs`` (from ``render_inputs``) go into the first forward with the prompt; later
+        steps feed one token each with the cache (the model keeps the M-RoPE offset).
+        """
         import torch
 
         device = next(self.model.parameters()).device
@@ -333,9 +441,13 @@ class LocalPolicyServer:
         finish = "length"
         past = None
         step_input = ids
+        extra = self._mm_kwargs(mm_inputs)
+        self._reset_positions()
         with torch.no_grad():
             for _ in range(max_new_tokens):
-                out = self.model(input_ids=step_input, past_key_values=past, use_cache=True, logits_to_keep=1)
+                out = self.model(input_ids=step_input, past_key_values=past, use_cache=True, logits_to_keep=1,
+                                 **extra)
+                extra = {}
                 past = out.past_key_values
                 logits = out.logits[0, -1].float()
                 logp = torch.log_softmax(logits, dim=-1)
@@ -357,20 +469,40 @@ class LocalPolicyServer:
                 step_input = torch.tensor([[token]], dtype=torch.long, device=device)
         return out_ids, logprobs, finish
 
-    def score(self, prompt_ids: list[int], text: str) -> tuple[list[int], list[float], str]:
+    def score(self, prompt_ids: list[int], text: str, mm_inputs: dict[str, Any] | None = None
+              ) -> tuple[list[int], list[float], str]:
         """Token ids of ``text`` + ``<|im_end|>`` and their log-probabilities under the served model."""
         import torch
 
         from captain_training.rl.logprobs import completion_logprobs
 
         ids = [int(t) for t in self.tokenizer(text + "<|im_end|>", add_special_tokens=False)["input_ids"]]
+        self._reset_positions()
         with torch.no_grad():
-            logp = completion_logprobs(self.model, prompt_ids, ids)
+            logp = completion_logprobs(self.model, prompt_ids, ids, mm_inputs=mm_inputs or None)
         return ids, [float(x) for x in logp.tolist()], "stop"
+
+    def choose(self, prompt_ids: list[int], texts: list[str], mm_inputs: dict[str, Any] | None = None
+               ) -> tuple[list[int], list[float], str, int]:
+        """Score every candidate text, sample one in proportion to its likelihood under the model.
+
+        Returns (ids, per-token log pi of the chosen text, finish reason, chosen index); the
+        choice probabilities are kept in ``last_candidate_probs``.
+        """
+        import torch
+
+        if not texts or not all(isinstance(t, str) and t for t in texts):
+            raise RLError("candidates must be a non-empty list of non-empty completion texts")
+        scored = [self.score(prompt_ids, t, mm_inputs) for t in texts]
+        totals = torch.tensor([sum(lps) for _, lps, _ in scored], dtype=torch.float64)
+        probs = torch.softmax(totals, dim=0)
+        self.last_candidate_probs = [float(x) for x in probs.tolist()]
+        k = int(torch.multinomial(probs.float(), 1, generator=self.generator))
+        ids, lps, finish = scored[k]
+        return ids, lps, finish, k
 
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """One chat completion (see the module docstring for the fields)."""
-        import torch
 
         cfg = self.config
         model = body.get("model")
@@ -383,15 +515,23 @@ class LocalPolicyServer:
         max_new = min(int(body.get("max_tokens") or cfg.max_new_tokens), cfg.max_new_tokens)
         with self.lock:
             t0 = time.perf_counter()
-            prompt_ids = self.render(body)
+            prompt_ids, mm_inputs = self.render_inputs(body)
             if len(prompt_ids) > cfg.max_prompt_tokens:
                 raise RLError(f"prompt has {len(prompt_ids)} tokens, more than max_prompt_tokens "
                               f"({cfg.max_prompt_tokens})")
-            if cfg.scripted_completions:
-                k = int(torch.randint(len(cfg.scripted_completions), (1,), generator=self.generator))
-                completion_ids, logprobs, finish = self.score(prompt_ids, cfg.scripted_completions[k])
+            candidate_index, candidate_probs = None, None
+            candidates = body.get("candidates")
+            if candidates is not None:
+                if not isinstance(candidates, list):
+                    raise RLError("candidates must be a list of completion texts")
+                completion_ids, logprobs, finish, candidate_index = self.choose(prompt_ids, candidates, mm_inputs)
+            elif cfg.scripted_completions:
+                completion_ids, logprobs, finish, candidate_index = self.choose(
+                    prompt_ids, list(cfg.scripted_completions), mm_inputs)
             else:
-                completion_ids, logprobs, finish = self.sample(prompt_ids, max_new, temperature, top_p)
+                completion_ids, logprobs, finish = self.sample(prompt_ids, max_new, temperature, top_p, mm_inputs)
+            if candidate_index is not None:
+                candidate_probs = self.last_candidate_probs
             version = self.policy_version
             self.requests_served += 1
             self.tokens_generated += len(completion_ids)
@@ -416,6 +556,9 @@ class LocalPolicyServer:
             "model": cfg.served_model_name,
             "policy_version": version,
             "prompt_token_ids": prompt_ids,
+            "prompt_images": len(mm_inputs.get("image_grid_thw", ())),
+            "candidate_index": candidate_index,
+            "candidate_probs": candidate_probs,
             "choices": [choice],
             "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": len(completion_ids),
                       "total_tokens": len(prompt_ids) + len(completion_ids)},

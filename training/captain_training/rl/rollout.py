@@ -130,6 +130,7 @@ class _EpisodeMonitor:
         self.features: list[np.ndarray] = []
         self.values: list[float] = []
         self.events: dict[int, dict[str, Any]] = {}
+        self.degenerate: str | None = None
         self.critic = _load_critic(job.critic_path)
         known = getattr(getattr(self.critic, "config", None), "task_ids", ())
         if self.critic is not None and task_id not in known:
@@ -144,6 +145,12 @@ class _EpisodeMonitor:
 
         if snapshot is None or not hasattr(snapshot, "object_poses"):
             return None
+        if not self.snapshots:
+            from captain_training.rl.start_states import DEGENERATE_START, degenerate_reason
+
+            self.degenerate = degenerate_reason(snapshot)
+            if self.degenerate is not None:
+                return DEGENERATE_START
         self.snapshots.append(snapshot)
         x = extract_features(snapshot, self.snapshots[0])
         self.features.append(x)
@@ -188,6 +195,9 @@ def collect_episode(job: RolloutJob | dict[str, Any]) -> dict[str, Any]:
     finally:
         client.close()
     versions = dict(getattr(client, "versions", {}) or {})
+    chosen = dict(getattr(client, "chosen", {}) or {})
+    images = dict(getattr(client, "images", {}) or {})
+    candidate_probs = dict(getattr(client, "candidate_probs", {}) or {})
     T = int(outcome.requests)
     out: dict[str, Any] = {
         "job": job_to_dict(job),
@@ -198,11 +208,14 @@ def collect_episode(job: RolloutJob | dict[str, Any]) -> dict[str, Any]:
         "requests": T,
         "critic_values": monitor.values[:T],
         "wall_s": time.monotonic() - started,
+        "chosen_candidates": [chosen.get(t) for t in range(1, T + 1)] if chosen else [],
+        "candidate_probs": [candidate_probs.get(t) for t in range(1, T + 1)] if candidate_probs else [],
     }
     usable = (outcome.end_reason not in INFRASTRUCTURE_END_REASONS and T >= 1
               and len(monitor.features) >= T and all(i in monitor.events for i in range(1, T + 1)))
-    out["usable"] = usable
-    if not usable:
+    out["degenerate_start"] = monitor.degenerate
+    out["usable"] = usable and monitor.degenerate is None
+    if not out["usable"]:
         return out
     records, tokens = [], []
     has_tokens = True
@@ -223,10 +236,10 @@ def collect_episode(job: RolloutJob | dict[str, Any]) -> dict[str, Any]:
         if comp is not None and lps is not None and len(comp) == len(lps):
             tokens.append({"prompt_token_ids": list(ev.get("prompt_token_ids") or []),
                            "completion_token_ids": list(comp), "completion_logprobs": [float(x) for x in lps],
-                           "policy_version": int(versions.get(t, 0))})
+                           "policy_version": int(versions.get(t, 0)), "images": list(images.get(t, []))})
         else:
             tokens.append({"prompt_token_ids": [], "completion_token_ids": [], "completion_logprobs": [],
-                           "policy_version": int(versions.get(t, 0))})
+                           "policy_version": int(versions.get(t, 0)), "images": []})
     out["ladder_reward"] = _ladder_reward(job, monitor.snapshots, outcome.record_dir) if job.ladder_scale > 0 else 0.0
     out["features"] = np.stack(monitor.features[:T]).tolist()
     out["request_records"] = records
@@ -290,7 +303,8 @@ def to_rollout_episode(collected: dict[str, Any]) -> Any:
     tokens = None
     if collected.get("tokens") is not None:
         tokens = [TokenSample(tuple(t["prompt_token_ids"]), tuple(t["completion_token_ids"]),
-                              tuple(t["completion_logprobs"]), int(t["policy_version"]))
+                              tuple(t["completion_logprobs"]), int(t["policy_version"]),
+                              tuple(t.get("images") or ()))
                   for t in collected["tokens"]]
     return RolloutEpisode(
         episode_key=job["episode_key"], group_key=job["group_key"], task_id=job["start"]["task"],

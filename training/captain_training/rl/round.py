@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,7 +36,7 @@ from captain_training.rl.critic import SimulatorCritic, cotrain_critic
 from captain_training.rl.critic_data import CriticDataset, episode_rows
 from captain_training.rl.critic_metrics import critic_report
 from captain_training.rl.errors import CreditError
-from captain_training.rl.logprobs import completion_logprobs
+from captain_training.rl.logprobs import completion_logprobs, multimodal_inputs
 from captain_training.rl.normalizer import RunningStd
 from captain_training.rl.policy_loss import PolicyLossConfig, policy_loss, sample_requests
 from captain_training.rl.returns import (
@@ -58,12 +59,15 @@ class TokenSample:
         completion_token_ids: the sampled ids.
         completion_logprobs: log pi_rollout of each sampled id (temperature 1).
         policy_version: the policy version that generated it.
+        images: the prompt's image files in prompt order (a multimodal policy: the trainer
+            recomputes the server's pixel inputs from them); empty for a text prompt.
     """
 
     prompt_token_ids: tuple[int, ...]
     completion_token_ids: tuple[int, ...]
     completion_logprobs: tuple[float, ...]
     policy_version: int
+    images: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.completion_token_ids) != len(self.completion_logprobs):
@@ -153,7 +157,7 @@ def run_round(episodes: Sequence[RolloutEpisode], *, critic: SimulatorCritic,
               critic_optimizer: torch.optim.Optimizer, policy: torch.nn.Module | None,
               reference: torch.nn.Module | None, accumulator: GradientAccumulator | None,
               normalizer: RunningStd, rng: np.random.Generator, config: RoundConfig | None = None,
-              policy_shard: tuple[int, int] = (0, 1)) -> RoundResult:
+              policy_shard: tuple[int, int] = (0, 1), processor: Any = None) -> RoundResult:
     """Run steps 2-5 of Algorithm 1 on one round's episodes.
 
     ``policy``, ``reference`` and ``accumulator`` may be None to update the critic only.
@@ -161,7 +165,9 @@ def run_round(episodes: Sequence[RolloutEpisode], *, critic: SimulatorCritic,
     round (identical credit and critic update) but computes the policy gradient only for
     the training episodes whose position ``j`` has ``j % world_size == rank``; the request
     sample of every episode is still drawn on every rank, so the union over ranks is the
-    single-process update.
+    single-process update. ``processor``: the processor of a policy that consumes pixels (None
+    for a text-only one); each request's images (``TokenSample.images``) then enter the
+    log-probabilities as the server computed them.
     """
     rank, world = policy_shard
     if not 0 <= rank < world:
@@ -233,9 +239,13 @@ def run_round(episodes: Sequence[RolloutEpisode], *, critic: SimulatorCritic,
                 continue
             if not sample.completion_token_ids:
                 continue
-            logp = completion_logprobs(policy, sample.prompt_token_ids, sample.completion_token_ids)
+            # a multimodal policy (processor given): the prompt's pixels, checked against its image
+            # tokens; a text-only policy saw its images as placeholder text, already in the ids
+            mm = (multimodal_inputs(processor, sample.prompt_token_ids, sample.images)
+                  if processor is not None else None)
+            logp = completion_logprobs(policy, sample.prompt_token_ids, sample.completion_token_ids, mm)
             with torch.no_grad():
-                ref = completion_logprobs(reference, sample.prompt_token_ids, sample.completion_token_ids)
+                ref = completion_logprobs(reference, sample.prompt_token_ids, sample.completion_token_ids, mm)
             old = torch.tensor(sample.completion_logprobs, dtype=logp.dtype, device=logp.device)
             a = torch.full_like(logp, cfg.advantage_scale * float(adv.advantages[t]))
             out = policy_loss(logp, old, ref.to(logp.device), a, weights=torch.full_like(logp, w),

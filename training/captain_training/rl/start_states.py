@@ -104,16 +104,25 @@ class StartStatePool:
                               "wide_layout_fraction: 1.0 or list official_states")
         object.__setattr__(self, "_allowed", allowed)
 
-    def draw(self, n: int, seed: int, round_index: int) -> list[StartState]:
-        """``n`` start states for round ``round_index`` (deterministic in (seed, round))."""
+    def draw(self, n: int, seed: int, round_index: int, exclude: frozenset[str] = frozenset()
+             ) -> list[StartState]:
+        """``n`` start states for round ``round_index`` (deterministic in (seed, round)); starts whose
+        ``key`` is in ``exclude`` (degenerate ones) are drawn again."""
         rng = np.random.default_rng([int(seed), int(round_index), 0x5747])
-        out = []
-        for _ in range(int(n)):
+        out: list[StartState] = []
+        for _ in range(100 * int(n) + 100):
+            if len(out) == int(n):
+                break
             task = self.tasks[int(rng.integers(len(self.tasks)))]
             if not self._allowed or rng.random() < self.wide_layout_fraction:
-                out.append(StartState(task, -1, int(rng.integers(2**31 - 1)), self.randomize_appearance))
+                start = StartState(task, -1, int(rng.integers(2**31 - 1)), self.randomize_appearance)
             else:
-                out.append(StartState(task, int(self._allowed[int(rng.integers(len(self._allowed)))])))
+                start = StartState(task, int(self._allowed[int(rng.integers(len(self._allowed)))]))
+            if start.key not in exclude:
+                out.append(start)
+        if len(out) < int(n):
+            raise ConfigError(f"only {len(out)} of {n} start states left after excluding {len(exclude)} degenerate "
+                              "ones; widen official_states or the wide-layout share")
         return out
 
 
@@ -122,3 +131,34 @@ def check_not_heldout(states: Sequence[StartState], excluded: Sequence[int] = HE
     bad = [s.key for s in states if not s.wide_layout and s.init_state in set(excluded)]
     if bad:
         raise ConfigError(f"held-out evaluation states drawn for training: {bad}")
+
+
+#: An object this far (m) below every other object of the scene at reset has fallen off the table.
+OFF_TABLE_DROP_M = 0.08
+#: The task's target or destination tilted more than this (rad) at reset is not standing as laid out.
+MAX_RESET_TILT_RAD = 0.7854
+#: ``end_reason`` of an episode stopped before its first request because its start is degenerate.
+DEGENERATE_START = "degenerate_start"
+
+
+def degenerate_reason(snapshot: object) -> str | None:
+    """Why a start state is degenerate (``off_table:<obj>`` / ``tilted:<obj>``), from the hidden
+    snapshot at reset, or None. Such starts are removed from the pool (``StartStatePool.draw``'s
+    ``exclude``) and counted by the trainer."""
+    import math
+
+    poses = getattr(snapshot, "object_poses", {}) or {}
+    if not poses:
+        return None
+    heights = {name: float(p.position_m[2]) for name, p in poses.items()}
+    for name, z in sorted(heights.items()):
+        others = [h for other, h in heights.items() if other != name]
+        if others and z < min(others) - OFF_TABLE_DROP_M:  # far below every other object: on the floor
+            return f"off_table:{name}"
+    for name in (getattr(snapshot, "target_object", ""), getattr(snapshot, "destination", "")):
+        if name and name in poses:
+            _, x, y, _ = (float(v) for v in poses[name].quaternion_wxyz)
+            cos_tilt = 1.0 - 2.0 * (x * x + y * y)  # body z axis against world z
+            if math.acos(max(-1.0, min(1.0, cos_tilt))) > MAX_RESET_TILT_RAD:
+                return f"tilted:{name}"
+    return None

@@ -39,7 +39,7 @@ from captain_training.rl.checkpoint import atomic_torch_save, atomic_write_json
 from captain_training.rl.config import RLConfig
 from captain_training.rl.errors import ConfigError, RLError
 from captain_training.rl.rollout import EarlyStopSettings, RolloutJob, records_root, to_rollout_episode
-from captain_training.rl.start_states import StartStatePool, check_not_heldout
+from captain_training.rl.start_states import StartState, StartStatePool, check_not_heldout
 
 
 @dataclass
@@ -58,6 +58,12 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
 
 
+def degenerate_starts(run_dir: Path) -> dict[str, str]:
+    """Start keys found degenerate so far (key -> reason), from ``degenerate_starts.json``."""
+    path = Path(run_dir) / "degenerate_starts.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def build_jobs(cfg: RLConfig, round_index: int, run_dir: Path, policy_name: str,
                policy_options: dict[str, Any], critic_path: str | None) -> list[RolloutJob]:
     """The round's rollout jobs: G episodes per drawn start state."""
@@ -68,7 +74,8 @@ def build_jobs(cfg: RLConfig, round_index: int, run_dir: Path, policy_name: str,
     pool = StartStatePool(tasks=ro.tasks, official_states=ro.official_states,
                           excluded_states=cfg.excluded_init_states, wide_layout_fraction=ro.wide_layout_fraction,
                           randomize_appearance=ro.randomize_appearance)
-    starts = pool.draw(cfg.start_states_per_round, cfg.seed, round_index)
+    starts = pool.draw(cfg.start_states_per_round, cfg.seed, round_index,
+                       exclude=frozenset(degenerate_starts(run_dir)))
     check_not_heldout(starts, cfg.excluded_init_states)
     hard = frozenset(cfg.ladder.hard_tasks)
     out_dir = str(records_root(run_dir, round_index))
@@ -224,7 +231,7 @@ def train(cfg: RLConfig, *, max_rounds: int | None = None, resume: bool = True,
           log: Callable[[str], None] | None = None) -> TrainSummary:
     """Run RL rounds until ``cfg.total_rounds`` (or ``max_rounds`` more in this call)."""
     from captain_training.rl.critic import load_optimizer, save_critic
-    from captain_training.rl.endpoint import load_causal_model
+    from captain_training.rl.endpoint import load_causal_model, load_multimodal_processor
     from captain_training.rl.normalizer import RunningStd
     from captain_training.rl.round import RoundConfig, round_rng, run_round
     from captain_training.rl.trainer_state import append_metrics, latest_round, load_checkpoint, save_checkpoint
@@ -249,6 +256,7 @@ def train(cfg: RLConfig, *, max_rounds: int | None = None, resume: bool = True,
     visual = getattr(getattr(model, "model", None), "visual", None)
     for p in visual.parameters() if visual is not None else ():
         p.requires_grad_(False)  # the vision tower stays frozen, as in SFT
+    processor = load_multimodal_processor(cfg.sft_model, model)  # None for a text-only policy
     reference = copy.deepcopy(model).eval()
     for p in reference.parameters():
         p.requires_grad_(False)
@@ -294,17 +302,46 @@ def train(cfg: RLConfig, *, max_rounds: int | None = None, resume: bool = True,
         server = _PolicyServer(cfg, served, run_dir, accumulator.policy_version)
         pool = make_pool(cfg.rollout.pool, cfg.rollout.workers, cfg.rollout.ray_address)
     rows: list[dict[str, Any]] = []
+    streaming = cfg.rollout.mode == "streaming"
+    if streaming and pool is not None and not getattr(pool, "streams", False):
+        raise ConfigError(f"rollout.mode streaming needs a pool that runs episodes beside the trainer (process "
+                          f"or ray), not {pool.kind}")
+
+    def submit(round_index: int) -> tuple[Any, float]:
+        critic_path = save_critic(critic, run_dir / "critic_rollout.pt")
+        jobs = build_jobs(cfg, round_index, run_dir, "captain_training.rl.policy_client:make_rollout_policy",
+                          server.options(accumulator.policy_version), str(critic_path))
+        return pool.submit(jobs), time.monotonic()
+
+    pending: tuple[Any, float] | None = None
     try:
         for r in range(start, end):
-            collected, wall = None, 0.0
+            collected, wall, idle = None, 0.0, 0.0
+            degenerate_round = degenerate_total = 0
             if ctx.is_main:
-                critic_path = save_critic(critic, run_dir / "critic_rollout.pt")
-                jobs = build_jobs(cfg, r, run_dir, "captain_training.rl.policy_client:make_rollout_policy",
-                                  server.options(accumulator.policy_version), str(critic_path))
-                t0 = time.monotonic()
-                collected = pool.run(jobs)
-                wall = time.monotonic() - t0
+                t_round = time.monotonic()
+                if streaming:
+                    if pending is None:
+                        pending = submit(r)
+                    collected = pool.wait(pending[0])
+                    wall = time.monotonic() - pending[1]
+                    idle = time.monotonic() - t_round  # the learner waited this long for the round
+                    # the next round's episodes run while this round updates (staleness gated below)
+                    pending = submit(r + 1) if r + 1 < end else None
+                else:
+                    critic_path = save_critic(critic, run_dir / "critic_rollout.pt")
+                    jobs = build_jobs(cfg, r, run_dir, "captain_training.rl.policy_client:make_rollout_policy",
+                                      server.options(accumulator.policy_version), str(critic_path))
+                    collected = pool.run(jobs)
+                    wall = idle = time.monotonic() - t_round
                 _write_collected(records_root(run_dir, r) / "episodes.jsonl", collected)
+                found = {StartState.from_dict(c["job"]["start"]).key: c["degenerate_start"]
+                         for c in collected if c.get("degenerate_start")}
+                known = degenerate_starts(run_dir)
+                new_found = {k: v for k, v in found.items() if k not in known}
+                if new_found:  # never drawn again (the pool skips them)
+                    atomic_write_json(run_dir / "degenerate_starts.json", {**known, **new_found})
+                degenerate_round, degenerate_total = len(new_found), len(known) + len(new_found)
             if sharded:
                 collected, wall = sh.broadcast((collected, wall), ctx)
             episodes = [to_rollout_episode(c) for c in collected if c.get("usable")]
@@ -316,9 +353,16 @@ def train(cfg: RLConfig, *, max_rounds: int | None = None, resume: bool = True,
             result = run_round(episodes, critic=critic, critic_optimizer=critic_opt, policy=policy,
                                reference=reference, accumulator=accumulator, normalizer=normalizer,
                                rng=round_rng(cfg.seed, r), config=round_cfg,
-                               policy_shard=(ctx.rank, ctx.world_size))
-            metrics = {**collection_metrics(collected, wall), **result.metrics,
-                       "update_wall_s": time.monotonic() - t1}
+                               policy_shard=(ctx.rank, ctx.world_size), processor=processor)
+            update_s = time.monotonic() - t1
+            metrics = {**collection_metrics(collected, wall), **result.metrics, "update_wall_s": update_s,
+                       "rollout_mode_streaming": float(streaming), "learner_idle_s": idle,
+                       "degenerate_starts_found": float(degenerate_round),
+                       "degenerate_starts_total": float(degenerate_total),
+                       "learner_idle_fraction": idle / (idle + update_s) if idle + update_s > 0 else 0.0,
+                       # episodes trained per hour of the learner's round (waiting + updating)
+                       "training_episodes_per_hour": 3600.0 * len(collected) / (idle + update_s)
+                       if idle + update_s > 0 else 0.0}
             if sharded:
                 for key in ("policy_requests_trained", "policy_episodes_trained", "policy_stale_dropped",
                             "policy_pg_loss", "policy_kl_loss"):
@@ -346,7 +390,7 @@ def train(cfg: RLConfig, *, max_rounds: int | None = None, resume: bool = True,
             rows.append({"round": r, **metrics})
     finally:
         if pool is not None:
-            pool.close()
+            pool.close()  # a round still in flight after an error is dropped with the pool
         if server is not None:
             server.close()
         ctx.close()

@@ -10,6 +10,11 @@ Three pools behind one interface (``pool.run(jobs) -> list[dict]``, in job order
   endpoint it talks to (``policy_options["base_url"]``), and after each optimiser step
   the trainer synchronises the servers' weights before the next round's jobs go out.
 
+Streaming (``submit(jobs) -> handle``, ``wait(handle) -> list[dict]``): the process and Ray
+pools start a round's episodes and return at once, so the trainer updates the policy while
+they run (``rollout.mode: streaming``); the inline pool runs episodes in the trainer's own
+thread (the session's cell timeout needs the main thread's signals) and cannot stream.
+
 ``make_pool("auto")`` picks ``ray`` when Ray imports and ``workers > 1``, else
 ``process`` for ``workers > 1``, else ``inline``.
 """
@@ -48,8 +53,14 @@ class InlinePool:
 
     kind = "inline"
 
+    streams = False
+
     def run(self, jobs: Sequence[RolloutJob]) -> list[dict[str, Any]]:
         return [_safe_collect(job_to_dict(j)) for j in jobs]
+
+    def submit(self, jobs: Sequence[RolloutJob]) -> Any:
+        raise ConfigError("rollout.mode streaming needs rollout.pool process or ray (inline episodes run in the "
+                          "trainer's thread)")
 
     def close(self) -> None:
         return None
@@ -68,8 +79,17 @@ class ProcessPool:
         self.executor = ProcessPoolExecutor(max_workers=self.workers, initializer=_process_init,
                                             mp_context=multiprocessing.get_context("spawn"))
 
+    streams = True
+
     def run(self, jobs: Sequence[RolloutJob]) -> list[dict[str, Any]]:
-        return list(self.executor.map(_safe_collect, [job_to_dict(j) for j in jobs]))
+        return self.wait(self.submit(jobs))
+
+    def submit(self, jobs: Sequence[RolloutJob]) -> Any:
+        """Start the episodes; returns their futures (in job order)."""
+        return [self.executor.submit(_safe_collect, job_to_dict(j)) for j in jobs]
+
+    def wait(self, handle: Any) -> list[dict[str, Any]]:
+        return [f.result() for f in handle]
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=True)
@@ -115,11 +135,19 @@ class RayPool:
         actor = _ray_actor_class()
         self.actors = [actor.remote() for _ in range(max(int(workers), 1))]
 
+    streams = True
+
     def run(self, jobs: Sequence[RolloutJob]) -> list[dict[str, Any]]:
+        return self.wait(self.submit(jobs))
+
+    def submit(self, jobs: Sequence[RolloutJob]) -> Any:
+        """Queue the episodes on the actors (they keep producing while the caller works); returns refs."""
+        return [self.actors[i % len(self.actors)].collect.remote(job_to_dict(j)) for i, j in enumerate(jobs)]
+
+    def wait(self, handle: Any) -> list[dict[str, Any]]:
         import ray
 
-        refs = [self.actors[i % len(self.actors)].collect.remote(job_to_dict(j)) for i, j in enumerate(jobs)]
-        return list(ray.get(refs))
+        return list(ray.get(handle))
 
     def close(self) -> None:
         import ray
