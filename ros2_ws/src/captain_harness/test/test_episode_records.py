@@ -177,8 +177,11 @@ def test_image_store_takes_only_real_images_from_the_workspace(tmp_path: Path) -
     assert store.attach("a.png") == ("images/episodes/e/a_v2.png", None)
 
 
-def test_mcap_file_for_foxglove(tmp_path: Path) -> None:
+def test_episode_bag_reads_back_with_mcap_ros2(tmp_path: Path) -> None:
+    """The bag is rosbag2 MCAP with CDR messages: mcap-ros2-support (not the writer's library)
+    decodes every request, cell, receipt and attached image."""
     from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
 
     outcome = run_episode(
         "toy/0",
@@ -187,7 +190,21 @@ def test_mcap_file_for_foxglove(tmp_path: Path) -> None:
         backend_factory=toy_backend,
         config=EpisodeConfig(mcap=True),
     )
-    with open(Path(outcome.record_dir) / "episode.mcap", "rb") as f:
-        topics = [channel.topic for _schema, channel, _message in make_reader(f).iter_messages()]
+    bag = Path(outcome.record_dir) / "episode_bag"
+    assert (bag / "metadata.yaml").is_file()
+    (mcap_file,) = bag.glob("*.mcap")
+    with open(mcap_file, "rb") as f:
+        decoded = [(channel.topic, schema.name, message.log_time, msg) for schema, channel, message, msg
+                   in make_reader(f, decoder_factories=[DecoderFactory()]).iter_decoded_messages(log_time_order=False)]
+    topics = [d[0] for d in decoded]
     assert topics.count("/captain/requests") == 4 and topics.count("/captain/cells") == 4
-    assert "/captain/images/head" in topics
+    assert {s for t, s, _, _ in decoded if t.startswith("/captain/") and "images" not in t} == {"std_msgs/msg/String"}
+    requests = [json.loads(m.data) for t, _, _, m in decoded if t == "/captain/requests"]
+    assert [r["request_index"] for r in requests] == [1, 2, 3, 4]
+    receipts = [json.loads(m.data) for t, _, _, m in decoded if t == "/captain/receipts"]
+    events = [json.loads(line) for line in (Path(outcome.record_dir) / "events.jsonl").read_text().splitlines()]
+    assert [r["receipt"] for r in receipts] == [x for e in events for c in e["cells"] for x in c.get("receipts", [])]
+    images = [m for t, s, _, m in decoded if t == "/captain/images/head"]
+    assert images and images[0].format == "png" and bytes(images[0].data[:4]) == b"\x89PNG"
+    times = [d[2] for d in decoded]
+    assert times == sorted(times) and len(set(times)) == len(times)

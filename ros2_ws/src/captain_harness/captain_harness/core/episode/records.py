@@ -14,7 +14,7 @@ paths in the rows are relative to it)::
                                                      (read-only to the session, which copies them)
     episodes/<episode>/workspace/                    the session's workspace (session-writable;
                                                      the host never writes or follows anything here)
-    episodes/<episode>/episode.mcap                  optional, for Foxglove
+    episodes/<episode>/episode_bag/                  optional rosbag2 (MCAP) for ros2 bag / Foxglove
 
 A row is the request as the harness sent it plus the model's reply: ``messages`` ends
 with the assistant turn of request ``meta.request_index`` (1-based), which is the
@@ -180,7 +180,7 @@ class EpisodeRecorder:
         meta: row ``meta`` fields fixed for the episode (``suite``, ``task_id``, ``seed``,
             ``subset``, ``origin``, ``perturb_axes``).
         tools: the tool schemas of the rows.
-        mcap: also write ``episode.mcap``.
+        mcap: also write the rosbag2 bag ``episode_bag/`` (see ``mcap_log``).
     """
 
     def __init__(
@@ -222,9 +222,9 @@ class EpisodeRecorder:
         self._snapshots = None
         self.mcap = None
         if mcap:
-            from captain_harness.core.episode.mcap_log import McapLog
+            from captain_harness.core.episode.mcap_log import BAG_DIR, McapLog
 
-            self.mcap = McapLog(self.episode_dir / "episode.mcap")
+            self.mcap = McapLog(self.episode_dir / BAG_DIR)
 
     def row(self, request_index: int, messages: list[dict[str, Any]], total_tokens: int,
             extra_meta: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -246,6 +246,8 @@ def run_episode(
                 episode_id=episode_id,
             )
         )
+        if recorder.mcap is not None and backend.driver is not None:
+            recorder.mcap.attach_driver(backend.driver)  # joint states, TF, wrench, frames in sim time
         info = backend.task
         perturb = list((getattr(info, "extra", None) or {}).get("perturb_axes", []))
         recorder.meta["perturb_axes"] = perturb
