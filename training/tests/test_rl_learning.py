@@ -14,6 +14,7 @@ from captain_training.rl.learning import LearningConfig, run_learning_check
 @pytest.mark.slow
 @pytest.mark.sim
 @pytest.mark.e2e
+@pytest.mark.timeout(1800)  # ~4 min on an idle 2-core machine, far more when it is shared
 def test_rl_raises_tabletop_success_and_the_zero_advantage_control_does_not():
     learn = run_learning_check(LearningConfig(layouts=(101, 102), group_size=3, rounds=3))
     assert learn.success[0] <= 0.5, learn.to_dict()  # near chance: one candidate in three solves
@@ -25,7 +26,7 @@ def test_rl_raises_tabletop_success_and_the_zero_advantage_control_does_not():
     trained = [a for rows in learn.advantages[:2] for _, a in rows]
     assert any(a > 1e-6 for a in trained) and any(a < -1e-6 for a in trained)
 
-    control = run_learning_check(LearningConfig(layouts=(101,), group_size=4, rounds=2, advantage_scale=0.0))
+    control = run_learning_check(LearningConfig(layouts=(101,), group_size=3, rounds=2, advantage_scale=0.0))
     assert control.step_skipped[0] and control.policy_version == [0, 0]  # zero gradient: no new policy
     assert control.p_solve[1] == pytest.approx(control.p_solve[0], abs=1e-9)
     assert control.chosen[1] == control.chosen[0]  # same weights, same random numbers, same choices

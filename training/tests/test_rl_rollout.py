@@ -149,6 +149,9 @@ def test_wide_layout_backend_starts_a_randomised_libero_scene(tmp_path) -> None:
         assert backend.task.extra["moved_objects"] and backend.task.extra["appearance"]
         assert {"move_to", "observe", "mark_point"} <= set(backend.api.specs)
         assert not backend.check_success()
+        from captain_training.rl.start_states import degenerate_reason
+
+        assert degenerate_reason(backend.host_context()) is None  # a sound wide layout is not screened out
     finally:
         backend.close()
 

@@ -200,7 +200,7 @@ def _learning_figures(seed: int) -> dict[str, float]:
     from captain_training.rl.learning import LearningConfig, run_learning_check
 
     learn = run_learning_check(LearningConfig(layouts=(101, 102), group_size=3, rounds=3, seed=seed))
-    control = run_learning_check(LearningConfig(layouts=(101,), group_size=4, rounds=2, advantage_scale=0.0,
+    control = run_learning_check(LearningConfig(layouts=(101,), group_size=3, rounds=2, advantage_scale=0.0,
                                                 seed=seed))
     return {
         "learning_success_first_round": learn.success[0], "learning_success_last_round": learn.success[-1],
