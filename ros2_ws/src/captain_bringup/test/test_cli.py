@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from captain_bringup.cli import bench as bench_cli
 from captain_bringup.cli.main import SUBCOMMANDS, app
 
-EXPECTED = {"demo", "run", "rollout", "bench", "bringup", "datagen", "sft", "rl", "eval"}
+EXPECTED = {"demo", "run", "rollout", "bench", "bringup", "datagen", "sft", "rl", "eval", "model", "serve"}
 
 
 def test_help_lists_every_subcommand() -> None:
@@ -28,7 +28,7 @@ def test_help_lists_every_subcommand() -> None:
 def test_bench_lists_the_benchmarks() -> None:
     result = CliRunner().invoke(app, ["bench", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
-    for name in ("backends", "motion", "perception", "ros", "sft", "rl"):
+    for name in ("backends", "motion", "perception", "ros", "sft", "rl", "learning"):
         assert name in result.output
 
 
