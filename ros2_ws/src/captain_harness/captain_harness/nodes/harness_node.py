@@ -92,6 +92,7 @@ from captain_harness.nodes.messages import (
     result_msg,
 )
 from captain_harness.nodes.robot_host import HostError, HostSettings, RobotHost, task_json
+from captain_harness.nodes.robot_state_publisher import RobotStatePublisher
 from captain_harness.nodes.ros_params import declare_schema
 from captain_interfaces.action import Hold, MoveTo, Recover, Release
 from captain_interfaces.srv import DescribeRobot, HostState, RecoverDriver, ResetEpisode, RobotCall
@@ -148,6 +149,7 @@ class HarnessNode(LifecycleNode):
         self.create_service(ResetEpisode, "episode/reset", self._on_reset, callback_group=self._group)
         self.create_service(HostState, "episode/host_state", self._on_host_state, callback_group=self._group)
 
+        self.robot_state = RobotStatePublisher(self, p["tf_rate_hz"])
         self._sensors = _SensorPublishers(self, p)
         self._diagnostics = diag.DiagnosticsPublisher(self, self._diagnostic_statuses, p["diagnostics_rate_hz"],
                                                       MutuallyExclusiveCallbackGroup())
@@ -468,7 +470,7 @@ class HarnessNode(LifecycleNode):
                 warning = str(getattr(driver, "watchdog_warning", "") or "")
             except Exception as exc:
                 fault = f"{type(exc).__name__}: {exc}"
-        values = {"driver": self.params["driver"], "node_state": self.node_state, "lifecycle_state": lifecycle,
+        values = {"driver": host.driver_name, "node_state": self.node_state, "lifecycle_state": lifecycle,
                   "fault": fault or "none",
                   "warning": warning or "none",
                   "task": host.task.task_id if host.task is not None else "",
@@ -487,7 +489,7 @@ class HarnessNode(LifecycleNode):
         with self._goal_lock:
             active = self._active_goal
         motion = {"active_goal": active or "none", **self.timing.values()}
-        return [diag.status(f"{name}: driver", level, message, values, hardware_id=self.params["driver"]),
+        return [diag.status(f"{name}: driver", level, message, values, hardware_id=host.driver_name),
                 diag.status(f"{name}: motion", diag.OK, f"running {active}" if active else "idle", motion)]
 
 
@@ -545,11 +547,11 @@ class _SensorPublishers:
         if state is None:
             return
         description = driver.description()
-        stamp = self.node.get_clock().now().to_msg()
+        stamp = self.node.robot_state.stamp(driver, state)  # simulated time for simulated drivers
         if joints:
             names = [*description.arm_joint_names, "gripper_opening"]
             positions = [*np.asarray(state.joint_positions_rad, float), state.gripper_opening_m]
-            velocities = [*np.asarray(state.joint_velocities_rad_s, float), 0.0]
+            velocities = [*self.node.robot_state.joint_velocities(driver, state), 0.0]
             self.joint_pub.publish(xm.joint_state_msg(names, positions, velocities, stamp))
         if wrench:
             w = np.asarray(state.wrench_base, float)
@@ -566,7 +568,8 @@ class _SensorPublishers:
         except Exception as exc:
             self.node.get_logger().warning(f"camera capture failed: {exc}", throttle_duration_sec=5.0)
             return
-        stamp = self.node.get_clock().now().to_msg()
+        self.node.robot_state.note_frames(driver, frames, state)  # optical frames on /tf_static
+        stamp = self.node.robot_state.stamp(driver, state)
         for name, frame in frames.items():
             image_pub, depth_pub, info_pub = self.camera_pubs[name]
             optical = f"{name}_optical_frame"

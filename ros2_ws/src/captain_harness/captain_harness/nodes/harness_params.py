@@ -49,6 +49,10 @@ BASE: tuple[ParamSpec, ...] = (
     ParamSpec("wrench_rate_hz", float, 50.0,
               "rate of geometry_msgs/WrenchStamped on wrench (contact wrench on the tool, base frame); 0: off",
               unit="Hz", min_value=0.0, max_value=1000.0),
+    ParamSpec("tf_rate_hz", float, 50.0,
+              "rate of /tf (links moved by the arm joints, from the driver's kinematic model) and, for simulated "
+              "drivers, /clock (simulated time); robot_description and /tf_static are latched; 0: only those",
+              unit="Hz", min_value=0.0, max_value=1000.0),
     ParamSpec("camera_rate_hz", float, 2.0,
               "rate of colour, depth and camera_info per camera (rendered only while someone subscribes); "
               "0: off", unit="Hz", min_value=0.0, max_value=60.0),

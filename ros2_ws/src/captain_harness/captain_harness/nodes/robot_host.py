@@ -528,14 +528,27 @@ class RobotHost:
         spec = api.specs.get(name) if api is not None else None
         return bool(spec and spec.physical)
 
+    @property
+    def driver_name(self) -> str:
+        """The registered name of the driver in use (an episode may have swapped the
+        configured one, e.g. tabletop -> libero)."""
+        driver = self.driver
+        if driver is None:
+            return self.settings.driver
+        for name in available_drivers():
+            with contextlib.suppress(Exception):
+                if driver_class(name) is type(driver.inner):
+                    return name
+        return type(driver.inner).__name__
+
     def describe(self) -> dict[str, Any]:
         """``robot``, ``driver``, ``names`` and ``calls`` (see ``call_specs``)."""
         api = self.api
         if api is None:
-            return {"robot": "", "driver": self.settings.driver, "names": [], "calls": []}
+            return {"robot": "", "driver": self.driver_name, "names": [], "calls": []}
         calls = describe_calls(api)
         return {"robot": self.motion.description.name if self.motion is not None else "",
-                "driver": self.settings.driver, "names": [c["name"] for c in calls], "calls": calls}
+                "driver": self.driver_name, "names": [c["name"] for c in calls], "calls": calls}
 
     def cancel_and_hold(self) -> None:
         """Stop a running motion (it holds) and command a hold."""

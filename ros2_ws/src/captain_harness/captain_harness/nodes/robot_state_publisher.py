@@ -1,0 +1,182 @@
+"""The harness's robot on the topics ROS tools expect, as robot_state_publisher and a
+simulator's clock would publish them (owned by the harness node, which holds the driver):
+
+* ``robot_description`` (std_msgs/String, latched: transient local, depth 1): a kinematic
+  URDF of the driver's model (``captain_harness.core.robot_frames``), published again when
+  an episode swaps the driver (e.g. tabletop -> LIBERO);
+* ``/tf_static`` (tf2_msgs/TFMessage, latched): fixed links, the TCP ``captain_tcp`` and,
+  once a frame of theirs was captured, the camera optical frames
+  ``<camera>_optical_frame`` (the wrist camera on the flange, others on the base);
+* ``/tf`` (tf2_msgs/TFMessage): the links moved by the arm joints, at ``rate_hz``;
+* ``/clock`` (rosgraph_msgs/Clock), simulated drivers only: simulated time, continued
+  across driver swaps so it never runs backwards.
+
+Stamps: simulated drivers stamp with that simulated time (so a recording replays at the
+simulated speed; ``/clock`` advances only while the simulation steps), real drivers with
+the node's clock. Timers run on the steady wall clock, so publishing goes on while the
+simulation stands still.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import TransformStamped
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.clock import Clock, ClockType
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rosgraph_msgs.msg import Clock as ClockMsg
+from std_msgs.msg import String
+from tf2_msgs.msg import TFMessage
+
+from captain_backends.core.driver import WRIST_CAMERA, LifecycleState
+
+LATCHED_QOS = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+TF_QOS = QoSProfile(depth=100, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)
+CLOCK_QOS = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)
+#: A simulated arm whose time has not advanced for this long (wall clock, s) is at rest:
+#: its joint_states velocities are zero.
+IDLE_AFTER_S = 0.05
+
+
+def time_msg(t_s: float) -> Time:
+    """A builtin_interfaces/Time of ``t_s`` seconds."""
+    t_ns = max(0, round(t_s * 1e9))
+    return Time(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000)
+
+
+def tf_msg(transforms: list[tuple[str, str, np.ndarray]], stamp: Time, prefix: str = "") -> TFMessage:
+    """A TFMessage of ``(parent, child, T_parent_child)`` triples."""
+    from scipy.spatial.transform import Rotation
+
+    out = []
+    for parent, child, T in transforms:
+        msg = TransformStamped()
+        msg.header.stamp = stamp
+        msg.header.frame_id = prefix + parent
+        msg.child_frame_id = prefix + child
+        t, r = msg.transform.translation, msg.transform.rotation
+        t.x, t.y, t.z = (float(v) for v in T[:3, 3])
+        r.x, r.y, r.z, r.w = (float(v) for v in Rotation.from_matrix(T[:3, :3]).as_quat())
+        out.append(msg)
+    return TFMessage(transforms=out)
+
+
+class RobotStatePublisher:
+    """See the module docstring.
+
+    Args:
+        node: the harness node (``node.host.driver`` is the driver in use).
+        rate_hz: ``/tf`` (and ``/clock``) rate, wall clock; 0 publishes only the latched topics.
+        frame_prefix: prepended to every frame name (several robots on one ``/tf``).
+    """
+
+    def __init__(self, node: Any, rate_hz: float = 50.0, frame_prefix: str = "") -> None:
+        self.node = node
+        self.prefix = frame_prefix
+        self.lock = threading.Lock()
+        self.description_pub = node.create_publisher(String, "robot_description", LATCHED_QOS)
+        self.static_pub = node.create_publisher(TFMessage, "/tf_static", LATCHED_QOS)
+        self.tf_pub = node.create_publisher(TFMessage, "/tf", TF_QOS)
+        self.clock_pub = node.create_publisher(ClockMsg, "/clock", CLOCK_QOS)
+        self._driver: Any = None
+        self._tree: Any = None
+        self._simulated = False
+        self._offset_s = 0.0
+        self._last_sim_s = 0.0
+        self._last_driver_s: float | None = None
+        self._changed_wall_s = time.monotonic()
+        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
+        if rate_hz > 0:
+            node.create_timer(1.0 / rate_hz, self.publish, callback_group=MutuallyExclusiveCallbackGroup(),
+                              clock=self._steady)
+
+    # ------------------------------------------------------------------ readings
+    def _reading(self) -> tuple[Any, Any]:
+        driver = self.node.host.driver
+        if driver is None or driver.lifecycle_state not in (LifecycleState.INACTIVE, LifecycleState.ACTIVE):
+            return None, None
+        try:
+            state = driver.read_state()
+        except Exception:  # a driver swap or fault: the next tick retries
+            return None, None
+        with self.lock:
+            if driver is not self._driver:
+                self._switch(driver, state)
+        return driver, state
+
+    def _switch(self, driver: Any, state: Any) -> None:
+        """A new driver: its tree, its description and static frames, and the clock offset
+        that continues simulated time from where the previous driver left it."""
+        from captain_harness.core.robot_frames import FrameTree
+
+        self._tree = FrameTree(driver.description())
+        self._driver = driver
+        self._simulated = bool(getattr(driver, "simulated", False))
+        self._offset_s = self._last_sim_s - float(state.time_s) if self._simulated else 0.0
+        self._last_driver_s = None
+        self.description_pub.publish(String(data=self._tree.urdf()))
+        self._publish_static()
+
+    def _publish_static(self) -> None:
+        stamp = time_msg(self._last_sim_s) if self._simulated else self.node.get_clock().now().to_msg()
+        self.static_pub.publish(tf_msg(self._tree.static_transforms(), stamp, self.prefix))
+
+    def stamp(self, driver: Any, state: Any) -> Time:
+        """The stamp of a reading of ``driver``: simulated time for simulated drivers (never
+        earlier than a stamp already given), the node's clock otherwise."""
+        with self.lock:
+            if driver is not self._driver:
+                self._switch(driver, state)
+            if not self._simulated:
+                return self.node.get_clock().now().to_msg()
+            t_s = max(self._last_sim_s, self._offset_s + float(state.time_s))
+            if self._last_driver_s is None or float(state.time_s) != self._last_driver_s:
+                self._changed_wall_s = time.monotonic()
+                self._last_driver_s = float(state.time_s)
+            self._last_sim_s = t_s
+            return time_msg(t_s)
+
+    def at_rest(self, driver: Any) -> bool:
+        """True when ``driver`` is simulated and its time has stood still for
+        ``IDLE_AFTER_S`` (nothing steps it, so nothing moves)."""
+        with self.lock:
+            return (driver is self._driver and self._simulated
+                    and time.monotonic() - self._changed_wall_s > IDLE_AFTER_S)
+
+    def joint_velocities(self, driver: Any, state: Any) -> np.ndarray:
+        """The arm's joint velocities (rad/s) to publish: zeros for a simulated arm at rest."""
+        v = np.asarray(state.joint_velocities_rad_s, float)
+        return np.zeros_like(v) if self.at_rest(driver) else v
+
+    # ----------------------------------------------------------------- publishing
+    def publish(self) -> None:
+        """One tick: ``/tf`` of the current arm configuration and ``/clock``."""
+        driver, state = self._reading()
+        if state is None:
+            return
+        stamp = self.stamp(driver, state)
+        with self.lock:
+            transforms = self._tree.moving_transforms(state.joint_positions_rad)
+            simulated = self._simulated
+        self.tf_pub.publish(tf_msg(transforms, stamp, self.prefix))
+        if simulated:
+            self.clock_pub.publish(ClockMsg(clock=stamp))
+
+    def note_frames(self, driver: Any, frames: dict[str, Any], state: Any) -> None:
+        """Camera frames just captured from ``driver`` (taken at ``state``): their optical
+        frames join ``/tf_static`` (published again when a mount changed)."""
+        with self.lock:
+            if driver is not self._driver or self._tree is None or state is None:
+                return
+            changed = False
+            for name, frame in frames.items():
+                parent = self._tree.description.flange_frame if name == WRIST_CAMERA else ""
+                changed |= self._tree.set_camera(name, frame.T_base_camera, state.joint_positions_rad, parent)
+            if changed:
+                self._publish_static()
