@@ -52,6 +52,8 @@ class ObjectScore:
     Attributes:
         scene / camera / name: where and what.
         center_err_mm / radius_err_mm: errors against the truth (NaN when the call failed).
+        center_xy_err_mm / center_z_err_mm: the centre error across and (signed,
+            measured minus true) along z.
         cause: the cause class (see the module docstring).
         detail: what the class is based on (the neighbour merged with, the hidden share).
         iou: intersection over union of the measured region and the object's true pixels.
@@ -67,6 +69,8 @@ class ObjectScore:
     detail: str
     iou: float
     failed: str = ""
+    center_xy_err_mm: float = float("nan")
+    center_z_err_mm: float = float("nan")
 
     @property
     def worst_mm(self) -> float:
@@ -181,7 +185,9 @@ def _score_one(perception: Any, record: SceneRecord, handle: str, camera: str, n
     t = record.truth[name]
     centre = float(np.linalg.norm(np.array(g["center_m"]) - np.array(t["center_m"])) * 1000.0)
     radius = float(abs(g["footprint"]["radius_m"] - t["radius_m"]) * 1000.0)
-    return ObjectScore(scene, camera, name, centre, radius, cause, detail, iou)
+    xy = float(np.linalg.norm(np.array(g["center_m"][:2]) - np.array(t["center_m"][:2])) * 1000.0)
+    dz = float((g["center_m"][2] - t["center_m"][2]) * 1000.0)
+    return ObjectScore(scene, camera, name, centre, radius, cause, detail, iou, "", xy, dz)
 
 
 def summarise(scores: list[ObjectScore]) -> dict[str, float]:

@@ -4,8 +4,9 @@ From the points of an object's region (one or several cameras) this module estim
 
 * the **footprint**: the outline of the object seen from above (the convex hull of its
   points projected on the base xy plane), fitted with a circle and with the smallest
-  enclosing rectangle; the shape whose area matches the hull better is reported
-  (``"circle"`` or ``"rectangle"``); ``shape="cylinder"`` makes it a circle. An outline
+  enclosing rectangle; an outline that fills at least ``RECTANGLE_FILL`` of its
+  rectangle is a ``"rectangle"``, anything else (a disc, a mug with its handle) a
+  ``"circle"``: its smallest enclosing circle; ``shape="cylinder"`` makes it a circle. An outline
   whose hull corners lie on one circle is that circle even where something hides part of
   it (a bowl standing on a plate): the circle is fitted through the corners rather than
   taken as the smallest enclosing one, which would shrink toward the visible side.
@@ -191,7 +192,6 @@ def fit_footprint(xy: np.ndarray, shape: str = "box") -> Footprint:
     yaw = math.radians(rangle) if rw >= rh else math.radians(rangle + 90.0)
     yaw = _wrap_half_pi(yaw)
     rect_area = max(rw * rh * 1e-6, 1e-12)
-    circ_area = max(math.pi * crad_m ** 2, 1e-12)
     rim = _rim_circle(hull.reshape(-1, 2).astype(np.float64), float(crad))
     if rim is not None:  # an outline on one circle with one stretch hidden
         (ccx, ccy), crad = rim
@@ -199,9 +199,10 @@ def fit_footprint(xy: np.ndarray, shape: str = "box") -> Footprint:
     if shape == "cylinder" or rim is not None:
         kind = "circle"
     else:
-        # a disc fills ~100 % of its circle and pi/4 of its rectangle; a rectangle fills
-        # 100 % of its rectangle and at most 2/pi of its circle
-        kind = "circle" if area / circ_area > area / rect_area * 0.92 else "rectangle"
+        # a rectangle fills its smallest enclosing rectangle; a disc fills pi/4 of it, and
+        # a round body with a handle or spout less still: anything that does not fill its
+        # rectangle is measured by its smallest enclosing circle
+        kind = "rectangle" if area / rect_area >= RECTANGLE_FILL else "circle"
     if kind == "circle":
         centre = np.array([ccx, ccy]) * 1e-3 + origin
         radius = crad_m
@@ -219,6 +220,8 @@ def fit_footprint(xy: np.ndarray, shape: str = "box") -> Footprint:
     )
 
 
+#: Smallest share of its enclosing rectangle an outline must fill to be a rectangle.
+RECTANGLE_FILL = 0.88
 #: Largest RMS distance (mm) of the hull's corners from the rim circle, and as a share of
 #: its radius, for an outline to count as one circle.
 RIM_RMS_MM = 1.5
