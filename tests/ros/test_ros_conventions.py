@@ -203,3 +203,36 @@ def test_describe_and_diagnostics_name_the_driver_in_use(stack) -> None:
     with topics.lock:
         assert topics.clock[-1] >= clock_before  # the new driver's time continues the clock
     assert json.loads(json.dumps(reset.task_json))  # a JSON string came back
+
+
+def test_negative_goal_values_end_with_the_reason_in_the_result(stack) -> None:
+    from action_msgs.msg import GoalStatus
+
+    from captain_interfaces.action import Hold, MoveTo, Recover
+
+    _, client, _ = stack
+    start = np.asarray(client.robot_call("get_robot_state")["value"]["end_effector_position_m"])
+    cases = [(MoveTo, "move_to", MoveTo.Goal(position_m=start.tolist(), speed_m_s=-0.1), "speed"),
+             (MoveTo, "move_to", MoveTo.Goal(position_m=start.tolist(), duration_s=-2.0), "duration"),
+             (Hold, "hold", Hold.Goal(duration_s=-1.0), "duration_s"),
+             (Recover, "recover", Recover.Goal(max_distance_m=-0.1), "max_distance_m")]
+    for action_type, name, goal, field in cases:
+        action = client.action(action_type, name)
+        handle = client.wait(action.send_goal_async(goal))
+        assert handle.accepted
+        res = client.wait(handle.get_result_async())
+        assert res.status == GoalStatus.STATUS_ABORTED, (name, field)
+        result = res.result.result
+        assert result.failure_category == "invalid_argument", (name, field, result.message)
+        assert field in result.message and "range" in result.message, result.message
+
+
+def test_parameters_read_at_start_refuse_a_change_with_a_reason(stack) -> None:
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.parameter import Parameter
+
+    _, client, _ = stack
+    request = SetParameters.Request(parameters=[Parameter("sim_speed", value=1.0).to_parameter_msg()])
+    response = client.call(SetParameters, "harness/set_parameters", request)
+    (result,) = response.results
+    assert not result.successful and "read-only" in result.reason and "sim_speed" in result.reason

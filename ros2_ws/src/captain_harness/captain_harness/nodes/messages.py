@@ -128,7 +128,9 @@ def goal_problem(name: str, goal: Any) -> str:
 
 def goal_kwargs(name: str, goal: Any) -> dict[str, Any]:
     """The primitive's keyword arguments from a goal (``args_json`` wins when set; zeros
-    and empty fields mean "the harness default")."""
+    and empty fields mean "the harness default"). Any other value, negative ones included,
+    goes to the primitive, whose range check answers with an ``invalid_argument`` result
+    naming the valid range (never silently replaced by the default)."""
     if hasattr(goal, "args_json") and goal.args_json.strip():
         return parse_args_json(goal.args_json)
     if name == "move_to":
@@ -140,18 +142,18 @@ def goal_kwargs(name: str, goal: Any) -> dict[str, Any]:
         if len(goal.quaternion_wxyz):
             kwargs["quaternion"] = [float(v) for v in goal.quaternion_wxyz]
         for field, key in (("speed_m_s", "speed"), ("duration_s", "duration"), ("angular_rad_s", "angular")):
-            if getattr(goal, field) > 0.0:
+            if getattr(goal, field) != 0.0:
                 kwargs[key] = float(getattr(goal, field))
         if goal.mode:
             kwargs["mode"] = goal.mode
         return kwargs
     if name == "hold":
-        return {"duration_s": float(goal.duration_s)} if goal.duration_s > 0.0 else {}
+        return {"duration_s": float(goal.duration_s)} if goal.duration_s != 0.0 else {}
     if name == "recover":
         kwargs = {}
-        if goal.max_distance_m > 0.0:
+        if goal.max_distance_m != 0.0:
             kwargs["max_distance_m"] = float(goal.max_distance_m)
-        if goal.max_duration_s > 0.0:
+        if goal.max_duration_s != 0.0:
             kwargs["max_duration_s"] = float(goal.max_duration_s)
         return kwargs
     return {}

@@ -2,7 +2,10 @@
 
 Every node of the stack declares its parameters through ``declare_schema``: the type,
 description (with its unit), floating-point or integer range and string choices become
-the ``ParameterDescriptor`` that ``ros2 param describe`` shows, and the values read back
+the ``ParameterDescriptor`` that ``ros2 param describe`` shows (read-only: the nodes read
+their parameters once at start-up, so ``set_parameters`` refuses a change with a reason
+instead of accepting and ignoring it; set them in the parameter files or with
+``captain bringup --param``), and the values read back
 are checked once more by the schema (so a YAML value out of range stops the node with a
 message that names the parameter and its range).
 """
@@ -39,6 +42,9 @@ def descriptor(spec: ParamSpec) -> ParameterDescriptor:
         name=spec.name,
         type=_array_type(spec.default) if spec.type is list else _TYPES[spec.type],
         description=f"{spec.description}{unit}{choices}",
+        # read once at start-up: a later change would be accepted and ignored, so
+        # set_parameters refuses it ("Trying to set a read-only parameter: <name>")
+        read_only=True,
     )
     if spec.choices:
         desc.additional_constraints = "one of: " + ", ".join(spec.choices)
