@@ -50,6 +50,35 @@ def describe_stack(stack: str) -> str:
     return "\n".join(lines)
 
 
+def start_recorder(path: Path, namespace: str = "", time_source: str = "auto") -> Any:
+    """Start ``captain_harness.nodes.recorder_node`` writing the bag ``path`` (a process of
+    its own, like the stack's node groups); ``time_source``: ``clock`` for a simulated stack."""
+    import subprocess
+    import sys
+
+    if path.exists():
+        raise typer.BadParameter(f"--record {path}: it exists; give a new folder for the bag")
+    args = [sys.executable, "-m", "captain_harness.nodes.recorder_node", "--ros-args", "-p", f"path:={path}",
+            "-p", f"time_source:={time_source}"]
+    if namespace:
+        args += ["-r", f"__ns:=/{namespace.strip('/')}"]
+    return subprocess.Popen(args)
+
+
+def stop_recorder(proc: Any, timeout_s: float = 30.0) -> None:
+    """SIGINT the recorder and wait until it has finished the bag."""
+    import signal
+    import subprocess
+
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def bringup(
     stack: Annotated[str, typer.Argument(help="sim, xr1_twin or xr1_real")],
     namespace: Annotated[str, typer.Option(help="namespace for every node (topics are relative)")] = "",
@@ -63,6 +92,9 @@ def bringup(
     in_process: Annotated[bool, typer.Option(
         "--in-process", help="host every node in this one process (debugging); default: one process per node group")
                           ] = False,
+    record: Annotated[Path | None, typer.Option(
+        help="also record the stack's topics into this rosbag2 bag folder (MCAP; simulated time on the sim stack)")
+                      ] = None,
 ) -> None:
     """Run the ROS 2 nodes of sim, xr1_twin or xr1_real: one process per node group."""
     from captain_backends.core.errors import BackendError
@@ -73,8 +105,14 @@ def bringup(
             typer.echo(describe_stack(stack))
             return
         start = run if in_process else run_processes
-        code = start(stack, namespace=namespace, extra_files=list(params_file or []),
-                     overrides=parse_overrides(list(param or [])), ready_timeout_s=ready_timeout_s)
+        recorder = (start_recorder(record, namespace, "clock" if stack == "sim" else "auto")
+                    if record is not None else None)
+        try:
+            code = start(stack, namespace=namespace, extra_files=list(params_file or []),
+                         overrides=parse_overrides(list(param or [])), ready_timeout_s=ready_timeout_s)
+        finally:
+            if recorder is not None:
+                stop_recorder(recorder)
     except BackendError as exc:
         typer.echo(f"captain bringup {stack}: {exc}", err=True)
         raise typer.Exit(code=2) from exc
