@@ -172,6 +172,12 @@ def test_camera_optical_frames_join_tf_static(stack) -> None:
     _, _, topics = stack
     image = topics.wait("image")  # subscribing makes the harness render and publish the camera
     assert image.header.frame_id == "agentview_optical_frame"
+    from rclpy.qos import ReliabilityPolicy
+
+    _, client, _ = stack
+    for topic in ("/agentview/color/image_raw", "/agentview/color/camera_info"):  # harness.camera_qos default
+        (info,) = client.node.get_publishers_info_by_topic(topic)
+        assert info.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT, topic
     deadline = time.monotonic() + 10.0
     while time.monotonic() < deadline and "agentview_optical_frame" not in topics.static:
         time.sleep(0.05)

@@ -199,7 +199,8 @@ def test_camera_topics_and_diagnostics(stack) -> None:
         client.node.create_subscription(Image, "agentview/color/image_raw", got["rgb"].append, xm.IMAGE_QOS),
         client.node.create_subscription(Image, "agentview/aligned_depth_to_color/image_raw", got["depth"].append,
                                         xm.IMAGE_QOS),
-        client.node.create_subscription(CameraInfo, "agentview/color/camera_info", got["info"].append, 10),
+        client.node.create_subscription(CameraInfo, "agentview/color/camera_info", got["info"].append,
+                                        xm.IMAGE_QOS),
         client.node.create_subscription(DiagnosticArray, "diagnostics", got["diag"].append, 10),
     ]
     nodes = ("/harness: driver", "/episode_runner: episodes", "/perception: perception")

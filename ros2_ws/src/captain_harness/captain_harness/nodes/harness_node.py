@@ -93,7 +93,7 @@ from captain_harness.nodes.messages import (
 )
 from captain_harness.nodes.robot_host import HostError, HostSettings, RobotHost, task_json
 from captain_harness.nodes.robot_state_publisher import RobotStatePublisher
-from captain_harness.nodes.ros_params import declare_schema
+from captain_harness.nodes.ros_params import camera_qos, declare_schema
 from captain_interfaces.action import Hold, MoveTo, Recover, Release
 from captain_interfaces.srv import DescribeRobot, HostState, RecoverDriver, ResetEpisode, RobotCall
 
@@ -513,10 +513,11 @@ class _SensorPublishers:
                               callback_group=MutuallyExclusiveCallbackGroup())
         self.camera_pubs: dict[str, tuple[Any, Any, Any]] = {}
         if params["camera_rate_hz"] > 0 and self.cameras:
+            qos = camera_qos(params["camera_qos"])  # image, depth and camera_info alike
             self.camera_pubs = {
-                c: (node.create_publisher(Image, f"{c}/color/image_raw", xm.IMAGE_QOS),
-                    node.create_publisher(Image, f"{c}/aligned_depth_to_color/image_raw", xm.IMAGE_QOS),
-                    node.create_publisher(CameraInfo, f"{c}/color/camera_info", xm.RELIABLE_QOS))
+                c: (node.create_publisher(Image, f"{c}/color/image_raw", qos),
+                    node.create_publisher(Image, f"{c}/aligned_depth_to_color/image_raw", qos),
+                    node.create_publisher(CameraInfo, f"{c}/color/camera_info", qos))
                 for c in self.cameras}
             node.create_timer(1.0 / params["camera_rate_hz"], self.publish_cameras,
                               callback_group=MutuallyExclusiveCallbackGroup())

@@ -57,6 +57,9 @@ BASE: tuple[ParamSpec, ...] = (
               "rate of colour, depth and camera_info per camera (rendered only while someone subscribes); "
               "0: off", unit="Hz", min_value=0.0, max_value=60.0),
     ParamSpec("cameras", list, list(CAMERAS), "cameras to publish (names of the policy API)"),
+    ParamSpec("camera_qos", str, "sensor_data",
+              "QoS of the camera topics: sensor_data (best effort; in RViz set the display's Reliability Policy "
+              "to Best Effort) or reliable (RViz's default)", choices=("sensor_data", "reliable")),
     ParamSpec("depth_encoding", str, "32FC1", "depth image encoding: 32FC1 (m) or 16UC1 (mm)",
               choices=("32FC1", "16UC1")),
     ParamSpec("diagnostics_rate_hz", float, 1.0, "rate of diagnostic_msgs/DiagnosticArray on diagnostics",

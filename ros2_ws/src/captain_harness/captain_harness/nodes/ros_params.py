@@ -69,3 +69,17 @@ def declare_schema(node: Node, schema: Iterable[ParamSpec]) -> dict[str, Any]:
         if spec.type is list and values[spec.name] is not None:
             values[spec.name] = list(values[spec.name])
     return validate(specs, values, node=node.get_name())
+
+
+def camera_qos(name: str) -> Any:
+    """The QoS of camera topics (image, depth and camera_info alike) by parameter value:
+    ``sensor_data`` (best effort, keep last 5: rclpy's ``qos_profile_sensor_data``; RViz's
+    Image and Camera displays then need their Reliability Policy set to Best Effort) or
+    ``reliable`` (reliable, keep last 5: RViz's default subscription matches it)."""
+    from rclpy.qos import QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy, qos_profile_sensor_data
+
+    if name == "sensor_data":
+        return qos_profile_sensor_data
+    if name == "reliable":
+        return QoSProfile(depth=5, history=QoSHistoryPolicy.KEEP_LAST, reliability=QoSReliabilityPolicy.RELIABLE)
+    raise ValueError(f"camera QoS must be sensor_data or reliable, not {name!r}")
