@@ -31,6 +31,7 @@ setup(
         "console_scripts": [
             "harness_node = captain_harness.nodes.harness_node:main",
             "episode_runner_node = captain_harness.nodes.episode_runner_node:main",
+            "recorder_node = captain_harness.nodes.recorder_node:main",
         ],
     },
 )

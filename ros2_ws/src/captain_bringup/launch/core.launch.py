@@ -21,6 +21,9 @@ def _nodes(context, *args, **kwargs):
     stack = LaunchConfiguration("stack").perform(context)
     namespace = LaunchConfiguration("namespace").perform(context)
     files = [str(p) for p in param_files(stack)]
+    overlay = context.launch_configurations.get("params_file", "")
+    if overlay:  # a site's overlay, keyed by node name; it wins over the stack's files
+        files.append(overlay)
     return [
         Node(package=spec.package, executable=spec.executable, name=spec.name, namespace=namespace,
              parameters=files, output="screen", emulate_tty=True,
@@ -30,10 +33,13 @@ def _nodes(context, *args, **kwargs):
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Launch arguments: ``stack`` (sim | xr1_twin | xr1_real) and ``namespace``."""
+    """Launch arguments: ``stack`` (sim | xr1_twin | xr1_real), ``namespace`` and
+    ``params_file`` (an overlay applied after the stack's files)."""
     return LaunchDescription([
         DeclareLaunchArgument("stack", default_value="sim", choices=list(STACKS),
                               description="which bringup: " + ", ".join(STACKS)),
         DeclareLaunchArgument("namespace", default_value="", description="namespace for every node"),
+        DeclareLaunchArgument("params_file", default_value="",
+                              description="further parameter YAML overlay keyed by node name (last wins)"),
         OpaqueFunction(function=_nodes),
     ])
