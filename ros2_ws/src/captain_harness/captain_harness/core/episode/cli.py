@@ -129,7 +129,7 @@ def run(
     max_wall_s: Annotated[float, typer.Option(help="wall-time budget, s")] = 1080.0,
     cell_timeout_s: Annotated[float, typer.Option(help="time limit of one cell, s")] = 120.0,
     isolation: Annotated[str, typer.Option(help="auto, bwrap or none")] = "auto",
-    mcap: Annotated[bool, typer.Option(help="also write an MCAP file for Foxglove")] = False,
+    mcap: Annotated[bool, typer.Option(help="also write a rosbag2 bag (MCAP) of the episode")] = False,
     system_prompt: Annotated[
         Path | None,
         typer.Option(help="harness prompt before TASK.md: a released model's SFT row (.jsonl/.json) or a text file"),
@@ -211,7 +211,7 @@ def rollout(
     cell_timeout_s: Annotated[float, typer.Option(help="time limit of one cell, s")] = 120.0,
     isolation: Annotated[str, typer.Option(help="auto, bwrap or none")] = "auto",
     subset: Annotated[str, typer.Option(help="meta.subset of the rows")] = "rollout",
-    mcap: Annotated[bool, typer.Option(help="also write MCAP files")] = False,
+    mcap: Annotated[bool, typer.Option(help="also write a rosbag2 bag (MCAP) per episode")] = False,
     system_prompt: Annotated[
         Path | None,
         typer.Option(help="harness prompt before TASK.md: a released model's SFT row (.jsonl/.json) or a text file"),
