@@ -115,11 +115,16 @@ class RobotStatePublisher:
         that continues simulated time from where the previous driver left it."""
         from captain_harness.core.robot_frames import FrameTree
 
-        self._tree = FrameTree(driver.description())
         self._driver = driver
         self._simulated = bool(getattr(driver, "simulated", False))
         self._offset_s = self._last_sim_s - float(state.time_s) if self._simulated else 0.0
         self._last_driver_s = None
+        try:
+            self._tree = FrameTree(driver.description())
+        except Exception as exc:  # stamps and /clock go on; no TF for a model that cannot be read
+            self._tree = None
+            self.node.get_logger().error(f"no robot_description or TF: {type(exc).__name__}: {exc}")
+            return
         self.description_pub.publish(String(data=self._tree.urdf()))
         self._publish_static()
 
@@ -156,15 +161,22 @@ class RobotStatePublisher:
 
     # ----------------------------------------------------------------- publishing
     def publish(self) -> None:
-        """One tick: ``/tf`` of the current arm configuration and ``/clock``."""
-        driver, state = self._reading()
-        if state is None:
+        """One tick: ``/tf`` of the current arm configuration and ``/clock`` (never raises:
+        a model that cannot be read is logged and retried on the next driver)."""
+        try:
+            driver, state = self._reading()
+            if state is None:
+                return
+            stamp = self.stamp(driver, state)
+            with self.lock:
+                tree, simulated = self._tree, self._simulated
+                transforms = tree.moving_transforms(state.joint_positions_rad) if tree is not None else None
+        except Exception as exc:
+            self.node.get_logger().error(f"robot state publisher: {type(exc).__name__}: {exc}",
+                                         throttle_duration_sec=10.0)
             return
-        stamp = self.stamp(driver, state)
-        with self.lock:
-            transforms = self._tree.moving_transforms(state.joint_positions_rad)
-            simulated = self._simulated
-        self.tf_pub.publish(tf_msg(transforms, stamp, self.prefix))
+        if transforms is not None:
+            self.tf_pub.publish(tf_msg(transforms, stamp, self.prefix))
         if simulated:
             self.clock_pub.publish(ClockMsg(clock=stamp))
 
