@@ -28,6 +28,7 @@ def test_rl_raises_tabletop_success_and_the_zero_advantage_control_does_not():
 
     control = run_learning_check(LearningConfig(layouts=(101,), group_size=3, rounds=2, advantage_scale=0.0))
     assert control.step_skipped[0] and control.policy_version == [0, 0]  # zero gradient: no new policy
-    assert control.p_solve[1] == pytest.approx(control.p_solve[0], abs=1e-9)
+    # unchanged weights: p(solve) moves only with the rendered frames (1e-5 here; learning moved it by > 0.3)
+    assert control.p_solve[1] == pytest.approx(control.p_solve[0], abs=1e-3)
     assert control.chosen[1] == control.chosen[0]  # same weights, same random numbers, same choices
     assert abs(control.success[1] - control.success[0]) <= 0.25 and control.success[1] < 0.8
