@@ -11,12 +11,13 @@ centre of the object's meshes) and footprint radius error, millimetres.
 Every scored object also gets a **cause class**, from the truth, so a bench can say what
 makes the tail:
 
-* ``merged``: the measured region holds a neighbour's pixels (more than
+* ``merged``: the measured region holds a neighbouring object's pixels (more than
   ``MERGED_SHARE`` of the region, or of the neighbour);
 * ``liner/container``: merged with, standing in, or being a container (basket, caddy);
 * ``partly hidden``: the camera sees less than ``1 - HIDDEN_SHARE`` of the silhouette
   the object would have with nothing in front of it;
-* ``region-goal``: standing on a fixture's region (stove, cabinet top, drawer, rack);
+* ``region-goal``: standing on a fixture's region (stove, cabinet top, drawer, rack), or
+  merged with the fixture;
 * ``thin or tall``: narrower than ``THIN_M`` or taller than its footprint is wide;
 * ``on plate``: standing on a plate (or a plate with something on it);
 * ``plain``: none of these.
@@ -115,6 +116,8 @@ def classify(record: SceneRecord, camera: str, name: str, region: np.ndarray | N
     if merged_with:
         if _is(merged_with, CONTAINER_WORDS) or _is(name, CONTAINER_WORDS):
             return "liner/container", f"with {merged_with}"
+        if merged_with not in record.objects:
+            return "region-goal", f"merged with {merged_with}"
         return "merged", f"with {merged_with}"
     vis = record.visible_px[camera][name]
     unocc = max(record.unoccluded_px[camera][name], 1)
