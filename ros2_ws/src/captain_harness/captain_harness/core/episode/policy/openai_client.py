@@ -236,7 +236,7 @@ class OpenAIChatPolicy(PolicyClient):
                 try:
                     data = json.loads(raw.decode("utf-8"))
                 except RecursionError as exc:
-                    raise PolicyError("the policy server's answer nests JSON too deeply to be read") from exc
+                    raise PolicyError("the policy server's answer is malformed: its JSON nests too deeply to be read") from exc
                 except (UnicodeDecodeError, ValueError) as exc:
                     last_error = f"the server answered with invalid JSON ({exc})"
                 else:
@@ -363,7 +363,8 @@ def _parse_completion(data: dict[str, Any]) -> PolicyReply:
     choice = choices[0]
     if not isinstance(choice, dict):
         raise _malformed(f"choices[0] is a {type(choice).__name__}, not an object")
-    msg = choice.get("message") or {}
+    msg = choice.get("message")
+    msg = {} if msg is None else msg
     if not isinstance(msg, dict):
         raise _malformed(f"choices[0].message is a {type(msg).__name__}, not an object")
     content = _text_field(msg, "content", "message")
