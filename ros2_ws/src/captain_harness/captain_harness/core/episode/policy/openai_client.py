@@ -236,7 +236,9 @@ class OpenAIChatPolicy(PolicyClient):
                 try:
                     data = json.loads(raw.decode("utf-8"))
                 except RecursionError as exc:
-                    raise PolicyError("the policy server's answer is malformed: its JSON nests too deeply to be read") from exc
+                    raise PolicyError(
+                        "the policy server's answer is malformed: its JSON nests too deeply to be read"
+                    ) from exc
                 except (UnicodeDecodeError, ValueError) as exc:
                     last_error = f"the server answered with invalid JSON ({exc})"
                 else:
