@@ -176,8 +176,17 @@ def measure_points(points_base: np.ndarray, *, support_z_m: float | None = None,
     )
 
 
-def fit_footprint(xy: np.ndarray, shape: str = "box") -> Footprint:
-    """Fit a circle and a rectangle to the outline of points (N, 2), metres."""
+def fit_footprint(xy: np.ndarray, shape: str = "box", outline_rule: str = "fill") -> Footprint:
+    """Fit a circle and a rectangle to the outline of points (N, 2), metres.
+
+    ``outline_rule`` picks between them when neither ``shape`` nor a hidden rim decides:
+    ``"fill"`` (measurement) calls an outline a rectangle only when it fills
+    ``RECTANGLE_FILL`` of its enclosing rectangle; ``"area"`` (the classical segmenter's
+    round/boxy cue for text grounding) compares how well each shape's area matches the hull,
+    so an irregular fixture such as a stove with knobs stays boxy.
+    """
+    if outline_rule not in ("fill", "area"):
+        raise ValueError(f"outline_rule must be 'fill' or 'area', not {outline_rule!r}")
     xy = np.asarray(xy, dtype=np.float64)
     if len(xy) > 20000:
         xy = xy[np.random.default_rng(0).choice(len(xy), 20000, replace=False)]
@@ -192,6 +201,7 @@ def fit_footprint(xy: np.ndarray, shape: str = "box") -> Footprint:
     yaw = math.radians(rangle) if rw >= rh else math.radians(rangle + 90.0)
     yaw = _wrap_half_pi(yaw)
     rect_area = max(rw * rh * 1e-6, 1e-12)
+    circ_area = max(math.pi * crad_m ** 2, 1e-12)
     rim = _rim_circle(hull.reshape(-1, 2).astype(np.float64), float(crad))
     if rim is not None:  # an outline on one circle with one stretch hidden
         (ccx, ccy), crad = rim
@@ -203,6 +213,10 @@ def fit_footprint(xy: np.ndarray, shape: str = "box") -> Footprint:
         # a round body with a handle or spout less still: anything that does not fill its
         # rectangle is measured by its smallest enclosing circle
         kind = "rectangle" if area / rect_area >= RECTANGLE_FILL else "circle"
+        if outline_rule == "area":
+            # a disc fills ~100 % of its circle and pi/4 of its rectangle; a rectangle fills
+            # 100 % of its rectangle and at most 2/pi of its circle
+            kind = "circle" if area / circ_area > area / rect_area * 0.92 else "rectangle"
     if kind == "circle":
         centre = np.array([ccx, ccy]) * 1e-3 + origin
         radius = crad_m

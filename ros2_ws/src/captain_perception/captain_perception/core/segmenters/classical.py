@@ -127,7 +127,7 @@ class ClassicalSegmenter(Segmenter):
             pts = pts[np.isfinite(pts[:, 2])]
             if len(pts) < self.min_pixels:
                 continue
-            fp = fit_footprint(pts[:, :2].astype(np.float64))
+            fp = fit_footprint(pts[:, :2].astype(np.float64), outline_rule="area")
             size = fp.rectangle_size_m[0] if fp.shape == "rectangle" else 2 * fp.circle_radius_m
             if size < self.min_size_m or size > 1.5:
                 continue
