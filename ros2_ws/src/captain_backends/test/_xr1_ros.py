@@ -78,6 +78,8 @@ class Spy:
 
     def record(self, msg_type: type, topic: str, qos=None) -> None:
         """Start recording ``topic``."""
+        from rclpy.qos import QoSProfile
+
         from captain_backends.nodes.xr1_messages import READING_QOS
 
         self.records[topic] = []
@@ -86,7 +88,9 @@ class Spy:
             with self._lock:
                 self.records[topic].append((time.monotonic(), msg))
 
-        self.node.create_subscription(msg_type, topic, callback, qos or READING_QOS)
+        if qos is None:  # the readings' QoS with a deep history: a busy test process must not drop samples it checks
+            qos = QoSProfile(depth=1000, reliability=READING_QOS.reliability, history=READING_QOS.history)
+        self.node.create_subscription(msg_type, topic, callback, qos)
 
     def messages(self, topic: str, after_s: float = -1.0) -> list[tuple[float, object]]:
         """(receipt time, message) pairs received after ``after_s``."""

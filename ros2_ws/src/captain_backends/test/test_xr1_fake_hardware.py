@@ -214,6 +214,14 @@ def test_idle_staleness_is_a_warning_and_a_command_on_stale_state_faults(driver:
     _drive(driver, target, 3)
 
 
+def _states_around(spy: Spy, t_s: float, window_s: float = 0.3) -> list[np.ndarray]:
+    """Joint positions the spy received within ``window_s`` of its receipt time ``t_s``. The spy's
+    one executor thread may handle a queued joint state after the command that was based on it,
+    so the window reaches both ways."""
+    return [np.array(m.position[:7]) for t, m in spy.messages("joint_states", after_s=t_s - window_s)
+            if t <= t_s + window_s]
+
+
 def test_force_guard_holds_and_emergency_wrench_faults(driver: XR1Driver, spy: Spy) -> None:
     home = np.asarray(driver.config.arm.home_rad)
     target = home + OFFSET
@@ -231,7 +239,7 @@ def test_force_guard_holds_and_emergency_wrench_faults(driver: XR1Driver, spy: S
     # step the arm was commanded to take.
     t_hold, hold_msg = spy.messages(CMD)[-1]
     hold = np.array(hold_msg.data)
-    recent = [np.array(m.position[:7]) for t, m in spy.messages("joint_states", after_s=t_hold - 0.3) if t <= t_hold]
+    recent = _states_around(spy, t_hold)
     assert min(np.abs(hold - q).max() for q in recent) < 1e-9
     assert len(spy.messages(CMD)) >= 2 and not np.allclose(spy.messages(CMD)[-2][1].data, hold, atol=1e-3)
     assert driver.read_state().fault == "" and driver.read_state().wrench_base[2] == pytest.approx(30.0)
@@ -247,7 +255,7 @@ def test_force_guard_holds_and_emergency_wrench_faults(driver: XR1Driver, spy: S
     assert driver.read_state().fault.startswith("emergency force")
     # The last command before going silent was a hold at a measured position.
     t_hold, hold_msg = spy.messages(CMD)[-1]
-    recent = [np.array(m.position[:7]) for t, m in spy.messages("joint_states", after_s=t_hold - 0.3) if t <= t_hold]
+    recent = _states_around(spy, t_hold)
     assert min(np.abs(np.array(hold_msg.data) - q).max() for q in recent) < 1e-9
 
 
