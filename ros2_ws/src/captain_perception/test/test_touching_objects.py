@@ -38,7 +38,7 @@ def libero():
 
 
 def _scene(libero, tmp_path, arrange):
-    import _touching_scenes as ts
+    from captain_perception import arrange as ts
 
     driver, truth = libero
     driver.reset(init_state=11)
@@ -82,7 +82,7 @@ def _check_object(api, truth, det, name, iou):
 
 
 def test_bowl_resting_on_the_plate(libero, tmp_path):
-    import _touching_scenes as ts
+    from captain_perception import arrange as ts
 
     api, perception, handle, seg = _scene(libero, tmp_path, lambda t, d: t.put_on(d, BOWL_1, PLATE))
     driver, truth = libero
@@ -103,7 +103,7 @@ def test_bowl_resting_on_the_plate(libero, tmp_path):
 
 @pytest.mark.parametrize(("name", "other"), [(BOWL_2, RAMEKIN), (BOWL_1, BOWL_2)])
 def test_objects_pressed_side_by_side(libero, tmp_path, name, other):
-    import _touching_scenes as ts
+    from captain_perception import arrange as ts
 
     direction = (0.0, 1.0) if other == RAMEKIN else (1.0, 0.0)
     api, perception, handle, seg = _scene(
