@@ -55,7 +55,7 @@ if [ "$(cat "$STAMPS/deps" 2>/dev/null)" != "$deps_hash" ]; then
 fi
 
 PKG_DIRS=(ros2_ws/src/captain_backends ros2_ws/src/captain_perception ros2_ws/src/captain_harness
-          ros2_ws/src/captain_bringup training)
+          ros2_ws/src/captain_bringup teacher training)
 pkgs_hash=$(cd "$ROOT" && hash_of $(for d in "${PKG_DIRS[@]}"; do ls "$d"/setup.py "$d"/setup.cfg "$d"/pyproject.toml 2>/dev/null; done))
 if [ "$(cat "$STAMPS/pkgs" 2>/dev/null)" != "$pkgs_hash" ]; then
   say "installing the CaPtain packages in editable mode"

@@ -27,6 +27,7 @@ PACKAGES = {
     "captain_perception": ROOT / "ros2_ws" / "src" / "captain_perception",
     "captain_bringup": ROOT / "ros2_ws" / "src" / "captain_bringup",
     "captain_training": ROOT / "training",
+    "captain_teacher": ROOT / "teacher",
 }
 
 
@@ -49,9 +50,6 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 #: deferred-import cycles still in the tree, each with why it stays for now
 KNOWN_DEFERRED_CYCLES = {
-    ("captain_harness.core.teacher.fixtures", "captain_harness.core.teacher.scene"):
-        "SceneView.fixture_parts needs the drawers of fixtures.py, which is built on scene.py's "
-        "Box and SceneView; resolved when the teacher moves into its own package",
     ("captain_training.models.family", "captain_training.models.text_processor"):
         "family.load_processor builds a TextProcessor, which raises family.ModelError",
 }
@@ -170,7 +168,7 @@ def test_the_graph_sees_the_packages_and_their_imports() -> None:
     assert "captain_backends.core.errors" in graph["captain_backends.core.driver"]
     assert {"captain_harness.core", "captain_harness.core.arguments"} <= graph["captain_harness.core.state_calls"]
     assert "captain_backends.core.libero.catalogue" in graph["captain_backends.core.libero.driver"]
-    assert "captain_harness.core.teacher.cells" in graph["captain_harness.core.teacher.planners.task"]
+    assert "captain_teacher.cells" in graph["captain_teacher.planners.task"]
     # imports inside functions count only in the deferred graph
     assert "captain_backends.nodes.xr1_transport" not in graph["captain_backends.core.xr1.transport"]
     assert "captain_backends.nodes.xr1_transport" in import_graph(modules, deferred=True)[
@@ -188,3 +186,11 @@ def test_no_new_module_cycles_through_deferred_imports() -> None:
     found = {tuple(c) for c in cycles(import_graph(project_modules(), deferred=True))}
     new = sorted(found - set(KNOWN_DEFERRED_CYCLES))
     assert not new, "module cycles through imports in functions:\n" + "\n".join(" <-> ".join(c) for c in new)
+
+
+def test_the_harness_never_imports_the_teacher() -> None:
+    """The teacher is a privileged data-generation policy built on the harness, not part of it."""
+    graph = import_graph(project_modules(), deferred=True)
+    bad = sorted(f"{m} -> {d}" for m, deps in graph.items() if m.startswith("captain_harness")
+                 for d in deps if d.startswith("captain_teacher"))
+    assert not bad, "the harness imports the teacher:\n" + "\n".join(bad)

@@ -25,9 +25,6 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.11",
     entry_points={
-        "captain.policies": [
-            "teacher = captain_harness.core.teacher.policy:make_teacher",
-        ],
         "console_scripts": [
             "harness_node = captain_harness.nodes.harness_node:main",
             "episode_runner_node = captain_harness.nodes.episode_runner_node:main",

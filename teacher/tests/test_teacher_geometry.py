@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 from captain_harness.core.geometry import quat_to_matrix
-from captain_harness.core.teacher.library import HELPER_NAMES, HELPERS_SOURCE
-from captain_harness.core.teacher.planners.articulated import PUSH_TILT_RAD, TOP_DOWN, pushing_quat, side_quat
-from captain_harness.core.teacher.planners.lay import lay_quaternion
-from captain_harness.core.teacher.scene import Box, CameraModel, open_box
 from captain_perception.core.backproject import backproject, normalised_to_pixel
+from captain_teacher.boxes import Box, open_box
+from captain_teacher.library import HELPER_NAMES, HELPERS_SOURCE
+from captain_teacher.planners.articulated import PUSH_TILT_RAD, TOP_DOWN, pushing_quat, side_quat
+from captain_teacher.planners.lay import lay_quaternion
+from captain_teacher.scene import CameraModel
 
 
 def _look_at(eye: np.ndarray, target: np.ndarray) -> np.ndarray:

@@ -17,23 +17,25 @@ import math
 import numpy as np
 
 from captain_harness.core.geometry import matrix_to_quat
-from captain_harness.core.teacher.cells import num, vec
-from captain_harness.core.teacher.clearance import HAND_HALF_LENGTH_M
-from captain_harness.core.teacher.context import HEAD, WRIST, Step, TeacherContext, quat_matrix
-from captain_harness.core.teacher.fixtures import Drawer, drawer_box, drawer_for_region, drawers
-from captain_harness.core.teacher.objects import kind_of, label_of
-from captain_harness.core.teacher.planners.common import Plan, Target, look_and_click
-from captain_harness.core.teacher.planners.pick_place import (
+from captain_teacher.boxes import rot_z
+from captain_teacher.cells import num, vec
+from captain_teacher.clearance import HAND_HALF_LENGTH_M
+from captain_teacher.context import HEAD, WRIST, Step, TeacherContext, quat_matrix
+from captain_teacher.fixtures import Drawer, drawer_box, drawer_for_region, drawers
+from captain_teacher.objects import kind_of, label_of
+from captain_teacher.planners.common import (
+    TOP_DOWN,
+    Plan,
     PlanError,
+    Target,
     direction_words,
-    move_aside,
-    move_to_view,
-    quat_for_jaw,
+    look_and_click,
     xy_distance_to_box,
 )
-from captain_harness.core.teacher.scene import rot_z
+from captain_teacher.planners.grasping import quat_for_jaw, wrap_jaw
+from captain_teacher.planners.measuring import move_to_view
+from captain_teacher.planners.pick_place import move_aside
 
-TOP_DOWN = np.array([0.0, 2**-0.5, 2**-0.5, 0.0])
 DRAWER_OPEN_BELOW_M = -0.14
 DRAWER_TRAVEL_M = 0.155
 DRAWER_CLOSED_ABOVE_M = 0.0
@@ -44,6 +46,14 @@ MICROWAVE_CLOSED_RAD = -0.005
 #: The microwave door's hinge in the microwave's body frame, m, and the door's reach.
 DOOR_HINGE_LOCAL_M = (-0.173, -0.088, 0.096)
 DOOR_PUSH_RADIUS_M = 0.17
+#: How far outside the door's face the pushing fingertips ride, m.
+DOOR_FINGERS_OUT_M = 0.03
+#: Source of a session function: the jaw direction (rad, from the base x axis) of the
+#: top-down hand, from the measured tool quaternion (``downq``'s inverse).
+HAND_JAW_SOURCE = (
+    "def hand_jaw():\n"
+    '    q = val(robot.get_robot_state(), "end_effector_quaternion_wxyz")\n'
+    "    return 2 * math.atan2(q[2], q[1]) - math.pi / 2")
 
 
 def side_quat(pointing_xy: np.ndarray, jaw_vertical: bool = True, reference: np.ndarray = TOP_DOWN) -> np.ndarray:
@@ -176,6 +186,12 @@ def drawer(ctx: TeacherContext, op: str, d: Drawer, attempt: int = 0) -> Plan:
     _camera, lines = found
     lines[-1] = lines[-1].replace('["detection_id"]', "")
     lines.append('handle = np.array(hdl["position_m"])\nprint("handle:", [round(x, 4) for x in handle])')
+    if d.joint not in ctx.handle_refs:  # the reference the final check measures the drawer's travel from
+        out0 = max(0.0, -d.position_m)
+        state = "closed" if out0 < 0.01 else f"about {num(out0 * 100, 0)} cm out"
+        var = f"{d.level}_handle0"
+        lines.append(f"{var} = handle.copy()  # the handle where I first see it, the drawer {state}")
+        ctx.handle_refs[d.joint] = (var, out0)
     yield Step(f"To {op} the {d.level} drawer of the {cab} I need its handle: I'll click the handle bar and keep "
                "its 3-D position.", ["\n".join(lines)])
     pull = d.pull_direction(ctx.scene)
@@ -222,7 +238,7 @@ def pushing_quat(pull: np.ndarray, tilt_rad: float = PUSH_TILT_RAD) -> np.ndarra
     about the bar so the fingers point down and into the cabinet: the palm then leans
     back toward the robot instead of reaching over the handle of the drawer above."""
     jaw = math.atan2(pull[1], pull[0])  # jaws along the bar (the bar is across the pull direction)
-    R = quat_matrix(quat_for_jaw(_wrap(jaw)))
+    R = quat_matrix(quat_for_jaw(wrap_jaw(jaw)))
     axis = R[:, 0] / float(np.linalg.norm(R[:, 0]))  # the jaw axis (downq(0) closes along base y = tool x)
     best = None
     for sign in (1.0, -1.0):
@@ -333,13 +349,17 @@ def knob(ctx: TeacherContext, op: str, name: str) -> Plan:
     lines.append('hub = np.array(knob["position_m"])\nprint("knob:", [round(x, 4) for x in hub])')
     yield Step("To turn the stove on I need its knob: I'll click the middle of the knob (its fin runs across it) "
                "and keep the 3-D position.", ["\n".join(lines)])
+    angle0 = float(ctx.scene.snapshot.articulated_joints[joint])
     for round_index in range(3):
         angle = float(ctx.scene.snapshot.articulated_joints[joint])
         if angle >= KNOB_ON_RAD + 0.05:
             break
-        fin = _wrap(stove_yaw + angle)
+        fin = wrap_jaw(stove_yaw + angle)
         ctx.tcp_quaternion = TOP_DOWN.copy()
-        lines = [f"fin = {num(fin)}  # direction the knob's fin points now (rad, from the base x axis)",
+        lines = [] if round_index else [HAND_JAW_SOURCE,
+                                        "knob_turned = 0.0  # how far the pinching hand has turned the knob, rad"]
+        ctx.part_measurements[name] = ("knob_turned", max(KNOB_ON_RAD - angle0, 0.1))
+        lines += [f"fin = {num(fin)}  # direction the knob's fin points now (rad, from the base x axis)",
                  "def on_fin(a):\n    return hub + [0.03 * math.cos(a), 0.03 * math.sin(a), -0.002]",
                  "p = on_fin(fin)  # pinch the fin 3 cm out from the knob's axis",
                  "for start in (p + [0, 0, 0.06], p + [-0.06, 0, 0.05], p + [0, 0, 0.04]):",
@@ -347,11 +367,14 @@ def knob(ctx: TeacherContext, op: str, name: str) -> Plan:
                  '    if r["success"]:\n        r = go(p, downq(fin), speed=0.03)',
                  '    if r["success"]:\n        break',
                  'c = robot.move_to(gripper="close")\nprint("pinched:", val(c, "held"))',
+                 "jaw0 = hand_jaw()",
                  "for k in (1, 2, 3):  # turn counter-clockwise along the knob's circle, 0.3 rad at a time",
                  "    a = fin + 0.3 * k",
                  '    t = robot.move_to(on_fin(a).tolist(), downq(a), speed=0.02, angular=0.3, mode="manipulation")',
                  '    if not t["success"]:\n        break',
                  'print("turned to:", round(a, 2), t["success"])',
+                 "knob_turned += (hand_jaw() - jaw0 + math.pi) % (2 * math.pi) - math.pi  # measured, while pinching",
+                 'print("knob_turned:", round(knob_turned, 3))',
                  'robot.move_to(gripper="open")',
                  f"r = go(home, downq(0.0), speed={num(st.approach_speed_m_s)})"]
         if round_index == 0:
@@ -362,14 +385,6 @@ def knob(ctx: TeacherContext, op: str, name: str) -> Plan:
             reasoning = ("The knob is not far enough yet. I'll pinch the fin where it points now and turn it "
                          "further along the circle.")
         yield Step(reasoning, ["\n".join(lines)])
-
-
-def _wrap(a: float) -> float:
-    while a > math.pi / 2:
-        a -= math.pi
-    while a <= -math.pi / 2:
-        a += math.pi
-    return a
 
 
 # ---------------------------------------------------------------------- door
@@ -391,11 +406,12 @@ def close_door(ctx: TeacherContext, name: str) -> Plan:
         for th in thetas:
             u = np.array([math.cos(th), math.sin(th)])
             n = np.array([math.sin(th), -math.cos(th)])  # the door's outer side
-            p = hinge[:2] + DOOR_PUSH_RADIUS_M * u + 0.03 * n
+            p = hinge[:2] + DOOR_PUSH_RADIUS_M * u + DOOR_FINGERS_OUT_M * n
             pts.append(np.array([p[0], p[1], hinge[2]]))
             quats.append(side_quat(-n))
         start = pts[0] + np.append(0.05 * np.array([math.sin(thetas[0]), -math.cos(thetas[0])]), 0.0)
         mid = np.array([0.42, 0.5 * float(start[1]), 0.22])
+        ctx.part_measurements[name] = ("door_open_rad", -MICROWAVE_CLOSED_RAD)
         lines = [f"mid = np.array({vec(mid)})",
                  f"r = go(mid, downq(0.0), speed={num(st.approach_speed_m_s)})",
                  f"r = robot.move_to(mid.tolist(), {_qcode(quats[0])}, angular=0.6)",
@@ -406,6 +422,11 @@ def close_door(ctx: TeacherContext, name: str) -> Plan:
                  'for p, q in swing:\n    r = go(p, q, speed=0.04, angular=0.4, mode="manipulation")\n'
                  '    if not r["success"]:\n        break',
                  'print("pushed:", r["success"], (r.get("value") or {}).get("stopped_reason"))',
+                 f"hinge = np.array({vec(hinge)})  # the door's hinge",
+                 "tip = np.array(val(robot.get_robot_state(), 'end_effector_position_m'))",
+                 f"door_open_rad = {num(yaw0 - math.atan2(DOOR_FINGERS_OUT_M, DOOR_PUSH_RADIUS_M))} - math.atan2("
+                 "tip[1] - hinge[1], tip[0] - hinge[0])  # how far open the door is where the fingertips pushed it",
+                 'print("door_open_rad:", round(door_open_rad, 3))',
                  "r = go(np.array(swing[-1][0]) + [-0.06, -0.06, 0.0], swing[-1][1], speed=0.05)",
                  f"r = go(mid, swing[-1][1], speed={num(st.approach_speed_m_s)})",
                  "r = robot.move_to(mid.tolist(), downq(0.0), angular=0.6)",

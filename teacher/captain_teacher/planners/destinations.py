@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from captain_harness.core.teacher.objects import kind_of, label_of
-from captain_harness.core.teacher.scene import SceneView, rot_z
+from captain_teacher.boxes import rot_z
+from captain_teacher.objects import kind_of, label_of
+from captain_teacher.scene import SceneView
 
 #: Region centres in their parent's body frame (m), where LIBERO's region sites sit.
 REGION_OFFSETS_M: dict[str, tuple[float, float, float]] = {
@@ -170,7 +171,7 @@ class Destination:
     def region_center_m(self, scene: SceneView) -> np.ndarray:
         """Centre of the goal's region, base frame (for a drawer: the middle of the part of
         its floor that is out of the cabinet)."""
-        from captain_harness.core.teacher.fixtures import drawer_for_region
+        from captain_teacher.fixtures import drawer_for_region
 
         drawer = drawer_for_region(scene, self.goal_arg)
         if drawer is not None:
@@ -201,7 +202,7 @@ class Destination:
     def release_top(self, scene: SceneView) -> str:
         """Source for the height the released object's bottom must clear: the measured top
         of the destination, or the walls of a drawer."""
-        from captain_harness.core.teacher.fixtures import drawer_for_region
+        from captain_teacher.fixtures import drawer_for_region
 
         drawer = drawer_for_region(scene, self.goal_arg)
         if drawer is not None:
@@ -210,7 +211,7 @@ class Destination:
 
     def is_drawer(self, scene: SceneView) -> bool:
         """Whether the destination is inside a drawer."""
-        from captain_harness.core.teacher.fixtures import drawer_for_region
+        from captain_teacher.fixtures import drawer_for_region
 
         return drawer_for_region(scene, self.goal_arg) is not None
 

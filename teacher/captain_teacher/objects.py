@@ -162,3 +162,9 @@ def label_of(name: str) -> str:
         if stem.startswith(prefix):
             return text
     return stem.replace("_", " ")
+
+
+#: Expected footprint radius per kind (m), to notice a measurement that took in too much.
+EXPECTED_RADIUS_M = {"bowl": 0.054, "ramekin": 0.045, "plate": 0.069, "can": 0.032, "flat_box": 0.047,
+                     "bottle": 0.032, "carton": 0.038, "wine_bottle": 0.022, "mug": 0.06, "moka_pot": 0.08,
+                     "book": 0.07, "cube": 0.028}

@@ -1,5 +1,6 @@
 """Pieces shared by the planners: choosing a camera and pixels for a set of objects,
-writing the observe-and-click part of a cell, and the final verification."""
+writing the observe-and-click part of a cell, session variable names and words for
+directions, the error a planner raises when it cannot continue."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from typing import Any
 
 import numpy as np
 
-import captain_harness.core.teacher.cells as cells
-from captain_harness.core.teacher.context import HEAD, WRIST, Step, TeacherContext
-from captain_harness.core.teacher.feedback import Feedback
-from captain_harness.core.teacher.objects import label_of
-from captain_harness.core.teacher.scene import CameraModel
+import captain_teacher.cells as cells
+from captain_teacher.boxes import Box, rot_z
+from captain_teacher.context import HEAD, WRIST, Step, TeacherContext
+from captain_teacher.feedback import Feedback
+from captain_teacher.objects import kind_of, label_of
+from captain_teacher.planners.destinations import Destination
+from captain_teacher.scene import CameraModel
 
 #: A planner: yields steps, receives the next request's feedback.
 Plan = Generator[Step, Feedback, Any]
@@ -48,7 +51,7 @@ def wrist_camera(ctx: TeacherContext) -> CameraModel | None:
     the teacher last commanded)."""
     if ctx.T_tcp_wrist is None or ctx.tcp_quaternion is None or WRIST not in ctx.cameras:
         return None
-    from captain_harness.core.teacher.context import pose
+    from captain_teacher.context import pose
 
     T_base_tcp = pose(ctx.scene.ee_m, ctx.tcp_quaternion)
     return CameraModel(WRIST, ctx.cameras[WRIST].K, T_base_tcp @ ctx.T_tcp_wrist)
@@ -106,3 +109,65 @@ def view_pose_above(ctx: TeacherContext, name: str, height_m: float = 0.22, back
 def fmt_goal(predicate: str, args: Sequence[str]) -> str:
     """``On(a, b)`` as text."""
     return f"{predicate.capitalize()}({', '.join(args)})"
+
+
+TOP_DOWN = np.array([0.0, 2**-0.5, 2**-0.5, 0.0])
+
+
+#: Short session variable names per kind of object.
+_SHORT = {"bowl": "bowl", "plate": "plate", "ramekin": "ramekin", "mug": "mug", "can": "can",
+          "flat_box": "box", "bottle": "bottle", "carton": "carton", "wine_bottle": "bottle",
+          "moka_pot": "pot", "book": "book", "basket": "basket", "stove": "stove",
+          "drawer_cabinet": "cabinet", "microwave": "microwave", "wine_rack": "rack", "caddy": "caddy",
+          "cube": "cube"}
+
+
+_WORDS_BY_PREFIX = {"alphabet_soup": "soup", "tomato_sauce": "sauce", "cream_cheese": "cheese",
+                    "butter": "butter", "chocolate_pudding": "pudding", "bbq_sauce": "bbq", "ketchup": "ketchup",
+                    "salad_dressing": "dressing", "milk": "milk", "orange_juice": "juice",
+                    "white_yellow_mug": "ymug", "porcelain_mug": "mug", "red_coffee_mug": "rmug"}
+
+
+class PlanError(RuntimeError):
+    """The teacher cannot continue this plan (nothing it could click, no reachable pose)."""
+
+
+def short_name(name: str) -> str:
+    """A session variable name for an object (``"akita_black_bowl_1"`` -> ``"bowl"``)."""
+    for prefix, word in _WORDS_BY_PREFIX.items():
+        if name.startswith(prefix):
+            return word
+    return _SHORT.get(kind_of(name), "thing")
+
+
+def names_for(obj: str, dest: Destination) -> tuple[str, str]:
+    """Session variables of the object's and the destination's detections."""
+    ov, dv = short_name(obj), short_name(dest.click)
+    return ov, (dv + "2" if dv == ov else dv)
+
+
+def direction_words(v: np.ndarray) -> str:
+    """Words for a horizontal direction in the base frame, from the robot's view."""
+    x, y = float(v[0]), float(v[1])
+    parts = []
+    if abs(x) > 0.3 * max(abs(x), abs(y)):
+        parts.append("farther from the robot" if x > 0 else "nearer the robot")
+    if abs(y) > 0.3 * max(abs(x), abs(y)):
+        parts.append("to the left" if y > 0 else "to the right")
+    return " and ".join(parts) or "here"
+
+
+def xy_distance_to_box(p: np.ndarray, box: Box) -> float:
+    """Horizontal distance from a point to a box's footprint, m (0 inside)."""
+    local = rot_z(box.yaw_rad)[:2, :2].T @ (np.asarray(p[:2], float) - box.center_m[:2])
+    d = np.maximum(np.abs(local) - box.half_m[:2], 0.0)
+    return float(np.hypot(*d))
+
+
+def printed_measurement(ctx: TeacherContext, key: str) -> dict | None:
+    """The last measurement the session printed under ``key``."""
+    for values in reversed(ctx.printed_history):
+        v = values.get(key)
+        if isinstance(v, dict) and "center" in v:
+            return v
+    return None

@@ -12,11 +12,15 @@ the handle is a bar along x at y = -0.102 in front of the drawer.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from captain_harness.core.teacher.objects import kind_of
-from captain_harness.core.teacher.scene import Box, SceneView, rot_z
+from captain_teacher.boxes import Box, rot_z
+from captain_teacher.objects import kind_of
+
+if TYPE_CHECKING:
+    from captain_teacher.scene import SceneView
 
 LEVELS = ("top", "middle", "bottom")
 #: Per level: (floor z, wall top z, handle z) in the cabinet frame, m.

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-TEACHER = "captain_harness.core.teacher.policy:make_teacher"
+TEACHER = "captain_teacher.policy:make_teacher"
 
 
 def run(suite: str = "libero_spatial", tasks: str = "0-1", states: str = "11", workers: int = 1,

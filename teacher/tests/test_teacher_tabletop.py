@@ -3,7 +3,8 @@ motion, perception, completion gate): putting the red cube on the plate and pick
 end in strict success on several layouts; the head-camera click lands on the cube (its
 measured footprint is the cube's, not the table's); the grasp closes below the cube's top
 even where the wrist camera saw only the top face; an injected placement failure leaves
-the cube off the plate (a host failure), flagged in the records.
+the cube off the plate (a host failure), flagged in the records; no cell of these
+episodes writes its verdict as a literal.
 
 Each episode builds the tabletop scene and runs 4-9 requests (about 5-10 s here).
 """
@@ -19,10 +20,12 @@ from typing import Any
 import pytest
 
 from captain_harness.core.episode.runner import run_episode
-from captain_harness.core.teacher import TeacherPolicy
-from captain_harness.core.teacher.clearance import FINGER_BELOW_TCP_M
-from captain_harness.core.teacher.objects import grasp_for
-from captain_harness.core.teacher.planners.pick_place import choose_grasp, grasp_step, measurement_problem
+from captain_teacher import TeacherPolicy
+from captain_teacher.clearance import FINGER_BELOW_TCP_M
+from captain_teacher.objects import grasp_for
+from captain_teacher.planners.grasping import choose_grasp, grasp_step
+from captain_teacher.planners.measuring import measurement_problem
+from captain_teacher.verdicts import literal_verdicts
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 pytestmark = [pytest.mark.sim]
@@ -33,6 +36,13 @@ CUBE_HALF_M = 0.02
 
 def _events(outcome: Any) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (Path(outcome.record_dir) / "events.jsonl").read_text().splitlines()]
+
+
+def _assert_no_literal_verdict(events: list[dict[str, Any]]) -> None:
+    verifying = [c["code"] for e in events for c in e["cells"] if "within tolerance:" in c["code"]]
+    assert verifying  # the episode has a verifying cell, and it computes its verdict
+    assert {c["code"]: literal_verdicts(c["code"]) for e in events for c in e["cells"]
+            if literal_verdicts(c["code"])} == {}
 
 
 def _radii(events: list[dict[str, Any]], request_index: int) -> list[float]:
@@ -55,6 +65,7 @@ def test_cube_on_plate_ends_in_strict_success_with_the_head_click_on_the_cube(se
     assert abs(cube_radius - CUBE_HALF_M * 2**0.5) < 0.006, cube_radius
     closing = [c for e in events for c in e["cells"] if 'move_to(gripper="close")' in c["code"]]
     assert len(closing) == 1 and "held: True" in closing[0]["output"]  # the first grasp holds
+    _assert_no_literal_verdict(events)
 
 
 def test_pick_cube_ends_holding_the_cube_up(tmp_path: Path) -> None:
@@ -64,6 +75,7 @@ def test_pick_cube_ends_holding_the_cube_up(tmp_path: Path) -> None:
     events = _events(outcome)
     last = "\n".join(c["code"] + c["output"] for c in events[-1]["cells"])
     assert "gripper_state()" in last and "held: True" in last  # verified while holding, then finished
+    _assert_no_literal_verdict(events)
 
 
 def test_a_grasp_from_a_top_only_wrist_measurement_closes_below_the_top(tmp_path: Path) -> None:

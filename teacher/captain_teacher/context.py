@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from captain_harness.core.teacher.feedback import Feedback
-from captain_harness.core.teacher.scene import CameraModel, SceneView, estimate_T_world_base
-from captain_harness.core.teacher.style import Style
+from captain_teacher.feedback import Feedback
+from captain_teacher.scene import CameraModel, SceneView, estimate_T_world_base
+from captain_teacher.style import Style
 
 HEAD = "agentview"
 WRIST = "robot0_eye_in_hand"
@@ -94,6 +94,12 @@ class TeacherContext:
         #: whether the next carry uses the measurement taken while holding (None: none taken)
         self.adopt_held: bool | None = None
         self.held_note = ""
+        #: per drawer joint: the session variable holding its handle where the episode first
+        #: clicked it, and how far the drawer was out then (m)
+        self.handle_refs: dict[str, tuple[str, float]] = {}
+        #: per articulated part (knob, door): the session variable a cell measured its motion
+        #: into, and the bound it must meet (see ``planners.evidence``)
+        self.part_measurements: dict[str, tuple[str, float]] = {}
 
     # ------------------------------------------------------------- feedback
     def update(self, fb: Feedback) -> None:

@@ -9,26 +9,26 @@ failure (``style.FAILURES``) the teacher does not notice: it verifies and finish
 without fixing anything.
 
 When the scene is right (by the host's snapshot) but the teacher's own measurement is out
-of tolerance, or the gate has rejected a finish, the teacher still finishes (the gate
-accepts a third call); those finishing requests carry ``nosup_reason`` =
-``FINISH_AGAINST_EVIDENCE``, so SFT data built from the records does not teach a policy
-to finish against its own measurement.
+of tolerance or could not be made, or the gate has rejected a finish (the gate's standard
+for a region goal, 2 cm from the clicked fixture's centre, is stricter than the region the
+teacher measures against), the teacher still finishes (the gate accepts a third call);
+those finishing requests carry ``nosup_reason`` = ``FINISH_AGAINST_EVIDENCE``, so SFT data
+built from the records does not teach a policy to finish against the evidence.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import captain_harness.core.teacher.cells as cells
-from captain_harness.core.teacher.context import HEAD, WRIST, Step, TeacherContext
-from captain_harness.core.teacher.library import HELPERS_SOURCE
-from captain_harness.core.teacher.objects import label_of
-from captain_harness.core.teacher.planners import articulated
-from captain_harness.core.teacher.planners.common import Plan
-from captain_harness.core.teacher.planners.destinations import Destination, destination_for, share_spread_m
-from captain_harness.core.teacher.planners.lift import pick_up
-from captain_harness.core.teacher.planners.pick_place import PlanError, pick_and_place
-from captain_harness.core.teacher.planners.verify import (
+import captain_teacher.cells as cells
+from captain_teacher.context import HEAD, WRIST, Step, TeacherContext
+from captain_teacher.library import HELPERS_SOURCE
+from captain_teacher.planners import articulated
+from captain_teacher.planners.common import Plan, PlanError
+from captain_teacher.planners.destinations import Destination, destination_for, share_spread_m
+from captain_teacher.planners.lift import pick_up
+from captain_teacher.planners.pick_place import pick_and_place
+from captain_teacher.planners.verify import (
     Relation,
     all_goals_met,
     finish_step,
@@ -120,8 +120,7 @@ def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
         raise PlanError("the task lists no goal predicates the teacher can plan for")
     subtasks = decompose(ctx)
     relations = [Relation(t.args[0], t.dest) for t in subtasks if t.kind == "place" and t.dest is not None]
-    others = [f"the {label_of(t.args[0])} ({t.kind})" for t in subtasks
-              if t.kind not in ("place", "open_for", "clear", "lifted")]
+    parts = [(t.kind, t.args[0]) for t in subtasks if t.kind in ARTICULATIONS]
     held = [t.args[0] for t in subtasks if t.kind == "lifted"]
     done_any = False
     for t in subtasks:
@@ -132,21 +131,24 @@ def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
     fixes = 0
     finishes = 0
     while True:
-        fb = yield from verify_and_finish(ctx, relations, others, held)
+        fb = yield from verify_and_finish(ctx, relations, parts, held)
         # still here: finish() was not called, or it was rejected
         if all_goals_met(ctx) or ctx.failure_done:  # an injected failure goes unnoticed
             within = measured_within(fb)
+            rejected = fb is not None and "finish() rejected" in fb.text
             while finishes < 3:
                 finishes += 1
-                if finishes > 1:
+                if finishes > 1 or rejected:
                     why = "The gate asks for more evidence, but the scene is as it should be; finishing again."
                 elif within is False:
                     why = ("The measurement stays just outside the tolerance, but the images show everything in "
                            "place; calling finish().")
+                elif within is None:
+                    why = "Not everything could be measured, but the images show everything in place; calling finish()."
                 else:
                     why = "The fresh measurements and the images show the task done; calling finish()."
                 step = finish_step(ctx, why)
-                if finishes > 1 or within is False:
+                if finishes > 1 or rejected or within is not True:
                     # the teacher knows the scene is right from the host's snapshot, which a
                     # policy never has: such a finish is recorded but not trained on
                     step.meta = {"nosup_reason": FINISH_AGAINST_EVIDENCE}

@@ -10,7 +10,9 @@ and calls ``finish()``. Each reply carries a short reasoning text.
 
 Options (``make_teacher(**options)``, e.g. ``-p seed=3 -p mistake_rate=0.2``):
 
-* ``seed``: makes the episode's choices reproducible (with the episode id);
+* ``seed``: makes the episode's choices reproducible (with the episode id); without it
+  each episode draws a seed of its own (a fresh style per run), written to ``teacher.json``
+  as ``episode_seed``: ``-p seed=<episode_seed>`` runs that episode again call for call;
 * ``variety``: randomise the style (speeds, approach sides, verification patterns);
 * ``mistake_rate``: probability of one injected, recovered mistake per episode;
 * ``mistakes``: which mistakes may be injected (see ``style.MISTAKES``);
@@ -30,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import secrets
 import time
 import traceback
 from collections import OrderedDict
@@ -40,11 +43,12 @@ from typing import Any
 import numpy as np
 
 from captain_harness.core.episode.policy.base import PolicyClient, PolicyReply, PolicyRequest, ToolCall, new_call_id
-from captain_harness.core.teacher.context import Step, TeacherContext
-from captain_harness.core.teacher.feedback import Feedback, last_cells
-from captain_harness.core.teacher.planners.pick_place import PlanError
-from captain_harness.core.teacher.planners.task import plan_episode
-from captain_harness.core.teacher.style import FAILURES, MISTAKES, draw_style, plain_style, with_failure
+from captain_harness.core.episode.prompt import instruction_of
+from captain_teacher.context import Step, TeacherContext
+from captain_teacher.feedback import Feedback, last_cells
+from captain_teacher.planners.common import PlanError
+from captain_teacher.planners.task import plan_episode
+from captain_teacher.style import FAILURES, MISTAKES, draw_style, plain_style, with_failure
 
 
 class TeacherEpisode:
@@ -55,6 +59,8 @@ class TeacherEpisode:
         self.plan = plan_episode(ctx, instruction)
         self.started = False
         self.ended = False
+        #: the seed this episode's generator was made from (``-p seed=`` reproduces it).
+        self.episode_seed: int | None = None
 
     def next_step(self, fb: Feedback) -> Step | None:
         """The next request's step, or None when the plan is over."""
@@ -80,20 +86,6 @@ def _snapshot_of(host_context: Any) -> Any:
     return host_context
 
 
-def _instruction(messages: list[dict[str, Any]]) -> str:
-    for m in messages:
-        if m.get("role") != "user":
-            continue
-        content = m.get("content")
-        texts = [content] if isinstance(content, str) else [
-            p.get("text", "") for p in content or [] if isinstance(p, dict) and p.get("type") == "text"]
-        for text in texts:
-            marker = "complete the robot task:"
-            if marker in text:
-                return text.split(marker, 1)[1].split("\n", 1)[0].strip()
-    return "the task in TASK.md"
-
-
 class TeacherPolicy(PolicyClient):
     """The teacher (see the module docstring)."""
 
@@ -117,19 +109,19 @@ class TeacherPolicy(PolicyClient):
         self.write_flags = write_flags
         self._episodes: OrderedDict[str, TeacherEpisode] = OrderedDict()
 
-    def _rng(self, episode_id: str) -> np.random.Generator:
-        """The episode's generator: from the seed and the task and start of the episode id
-        (its random suffix left out), so a seeded run is reproducible; fresh without a seed."""
+    def _rng(self, episode_id: str) -> tuple[np.random.Generator, int]:
+        """The episode's generator and its seed: from the seed and the task and start of the
+        episode id (its random suffix left out), so a seeded run is reproducible; without a
+        seed, from a freshly drawn one (returned, so the episode can be run again)."""
         stem = re.sub(r"-[0-9a-f]{6}$", "", episode_id)
         digest = int.from_bytes(hashlib.sha256(stem.encode()).digest()[:8], "little")
-        if self.seed is None:
-            return np.random.default_rng()
-        return np.random.default_rng([int(self.seed), digest])
+        seed = int(self.seed) if self.seed is not None else secrets.randbits(31)
+        return np.random.default_rng([seed, digest]), seed
 
     def _episode(self, request: PolicyRequest) -> TeacherEpisode:
         ep = self._episodes.get(request.episode_id)
         if ep is None or request.request_index == 1:
-            rng = self._rng(request.episode_id)
+            rng, episode_seed = self._rng(request.episode_id)
             if self.variety:
                 style = draw_style(rng, self.mistake_rate, self.mistakes, self.failure_rate, self.failures)
             else:
@@ -137,7 +129,9 @@ class TeacherPolicy(PolicyClient):
                 if self.mistake_rate > 0 and rng.random() < self.mistake_rate and self.mistakes:
                     style = replace(style, mistake=str(rng.choice(list(self.mistakes))))
                 style = with_failure(style, rng, self.failure_rate, self.failures)
-            ep = TeacherEpisode(TeacherContext(request.episode_id, style, rng), _instruction(request.messages))
+            instruction = instruction_of(request.messages) or "the task in TASK.md"
+            ep = TeacherEpisode(TeacherContext(request.episode_id, style, rng), instruction)
+            ep.episode_seed = episode_seed
             self._episodes[request.episode_id] = ep
             while len(self._episodes) > 8:
                 self._episodes.popitem(last=False)
@@ -196,6 +190,7 @@ class TeacherPolicy(PolicyClient):
         data = {
             "policy": "teacher",
             "seed": self.seed,
+            "episode_seed": ep.episode_seed,
             "style": asdict(ep.ctx.style),
             "injected_mistake": ep.ctx.style.mistake if ep.ctx.mistake_done else None,
             "injected_failure": ep.ctx.style.failure if ep.ctx.failure_request is not None else None,

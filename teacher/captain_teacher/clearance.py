@@ -13,8 +13,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from captain_harness.core.teacher.objects import FIXTURE_KINDS, kind_of
-from captain_harness.core.teacher.scene import Box, SceneView, rot_z
+from captain_teacher.boxes import Box, rot_z
+from captain_teacher.objects import FIXTURE_KINDS, kind_of
+from captain_teacher.scene import SceneView
 
 HAND_HALF_LENGTH_M = 0.106
 HAND_HALF_WIDTH_M = 0.034

@@ -12,11 +12,12 @@ import pytest
 
 from captain_harness.core.episode.policy.base import PolicyClient
 from captain_harness.core.episode.policy.registry import make_policy
+from captain_harness.core.episode.prompt import instruction_of, task_request_text
 from captain_harness.core.episode.runner import run_episode
-from captain_harness.core.teacher import TeacherPolicy
-from captain_harness.core.teacher.style import FAILURES, MISTAKES, draw_style
+from captain_teacher import TeacherPolicy
+from captain_teacher.style import FAILURES, MISTAKES, draw_style
 
-FACTORY = "captain_harness.core.teacher.policy:make_teacher"
+FACTORY = "captain_teacher.policy:make_teacher"
 
 
 def test_the_teacher_is_built_by_name_and_wants_the_host_context() -> None:
@@ -24,6 +25,15 @@ def test_the_teacher_is_built_by_name_and_wants_the_host_context() -> None:
     assert isinstance(policy, PolicyClient) and isinstance(policy, TeacherPolicy)
     assert policy.wants_host_context and policy.name == "teacher"
     assert policy.mistakes == ("grasp_too_high", "fast_descent")
+
+
+def test_the_instruction_is_read_back_from_the_task_request_the_harness_writes() -> None:
+    text = task_request_text("  put the black bowl on the plate ")
+    as_parts = [{"role": "system", "content": "complete the robot task: not this one"},
+                {"role": "user", "content": [{"type": "image_url"}, {"type": "text", "text": text}]}]
+    assert instruction_of(as_parts) == "put the black bowl on the plate"
+    assert instruction_of([{"role": "user", "content": text}]) == "put the black bowl on the plate"
+    assert instruction_of([{"role": "user", "content": "Read TASK.md."}]) == ""
 
 
 @pytest.mark.parametrize("options", [{"mistake_rate": 1.5}, {"mistakes": "drop_it"}, {"failure_rate": -0.1},

@@ -12,16 +12,17 @@ import pytest
 
 from captain_backends.core.snapshot import GoalPredicate, ObjectPose, SimSnapshot
 from captain_harness.core.geometry import quat_to_matrix
-from captain_harness.core.teacher.clearance import COMFORTABLE_REACH_M, MAX_SET_ASIDE_REACH_M, free_spot
-from captain_harness.core.teacher.planners.destinations import (
+from captain_teacher.boxes import rot_z
+from captain_teacher.clearance import COMFORTABLE_REACH_M, MAX_SET_ASIDE_REACH_M, free_spot
+from captain_teacher.planners.destinations import (
     AIM_EDGE_MARGIN_M,
     SHARE_GAP_M,
     destination_for,
     share_spread_m,
 )
-from captain_harness.core.teacher.planners.pick_place import _quarter_turn_fallback
-from captain_harness.core.teacher.planners.task import decompose
-from captain_harness.core.teacher.scene import SceneView, rot_z
+from captain_teacher.planners.placing import quarter_turn_fallback
+from captain_teacher.planners.task import decompose
+from captain_teacher.scene import SceneView
 
 T_WORLD_BASE = np.array([[1.0, 0, 0, -0.66], [0, 1.0, 0, 0.0], [0, 0, 1.0, 0.912], [0, 0, 0, 1.0]])
 YAW_180 = (0.0, 0.0, 0.0, 1.0)
@@ -107,7 +108,7 @@ def test_a_refused_carry_is_retried_with_the_object_turned_a_quarter_either_way(
 
     session = {"math": math, "go": go, "place": [0.5, 0.0, 0.3], "q": list(q0), "print": lambda *a: None}
     session["r"] = go(session["place"], session["q"])
-    exec(_quarter_turn_fallback(0.08, "moka pot"), session)  # the generated session code
+    exec(quarter_turn_fallback(0.08, "moka pot"), session)  # the generated session code
     assert session["r"]["success"] is (refused < 3)
     R0 = quat_to_matrix(np.array(q0))
     R = quat_to_matrix(np.array(session["q"]))

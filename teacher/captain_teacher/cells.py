@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from captain_harness.core.teacher.context import HEAD, WRIST
+from captain_teacher.context import HEAD, WRIST
 
 
 def num(x: float, digits: int = 3) -> str:

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from captain_harness.core.teacher.cells import num, vec
-from captain_harness.core.teacher.context import Step, TeacherContext
-from captain_harness.core.teacher.objects import label_of
-from captain_harness.core.teacher.planners.destinations import Destination
-from captain_harness.core.teacher.scene import rot_z
+from captain_teacher.boxes import rot_z
+from captain_teacher.cells import num, vec
+from captain_teacher.context import Step, TeacherContext
+from captain_teacher.objects import label_of
+from captain_teacher.planners.destinations import Destination
 
 
 @dataclass(frozen=True)

@@ -10,21 +10,13 @@ changed grasp after opening and backing off.
 
 from __future__ import annotations
 
-import captain_harness.core.teacher.cells as cells
-from captain_harness.core.teacher.context import HEAD, WRIST, Step, TeacherContext
-from captain_harness.core.teacher.objects import grasp_for, label_of
-from captain_harness.core.teacher.planners.common import Plan, look_and_click, target
-from captain_harness.core.teacher.planners.pick_place import (
-    PlanError,
-    back_off_step,
-    choose_grasp,
-    grasp_step,
-    measurement_problem,
-    move_to_view,
-    print_geometry,
-    remeasure_from_above,
-    short_name,
-)
+import captain_teacher.cells as cells
+from captain_teacher.context import HEAD, WRIST, Step, TeacherContext
+from captain_teacher.objects import grasp_for, label_of
+from captain_teacher.planners.common import Plan, PlanError, look_and_click, short_name, target
+from captain_teacher.planners.grasping import choose_grasp, grasp_step
+from captain_teacher.planners.measuring import measurement_problem, move_to_view, print_geometry, remeasure_from_above
+from captain_teacher.planners.pick_place import back_off_step
 
 
 def ground_and_measure_alone(ctx: TeacherContext, obj: str, ov: str, reasoning: str) -> Plan:

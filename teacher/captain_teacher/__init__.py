@@ -6,6 +6,6 @@ the helper library it defines in the session is in ``library.py``; variety and i
 mistakes in ``style.py``.
 """
 
-from captain_harness.core.teacher.policy import TeacherPolicy, make_teacher
+from captain_teacher.policy import TeacherPolicy, make_teacher
 
 __all__ = ["TeacherPolicy", "make_teacher"]

@@ -4,7 +4,7 @@ in rendered histories, parsed into printed values, receipts and failures."""
 from __future__ import annotations
 
 from captain_harness.core.episode.cells import format_cell_output
-from captain_harness.core.teacher.feedback import Feedback, last_cells, parse_values
+from captain_teacher.feedback import Feedback, last_cells, parse_values
 
 
 def _tool(call_id: str, text: str) -> dict:

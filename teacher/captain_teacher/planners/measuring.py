@@ -1,0 +1,167 @@
+"""Grounding and measuring: click an object and its destination, measure them together and
+print the numbers; check a printed measurement against the snapshot (host check) and
+measure again from the wrist camera above an object when it looks wrong, or while the
+object is held.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import captain_teacher.cells as cells
+from captain_teacher.cells import num, vec
+from captain_teacher.context import HEAD, WRIST, Step, TeacherContext
+from captain_teacher.objects import EXPECTED_RADIUS_M, kind_of, label_of
+from captain_teacher.planners.common import (
+    TOP_DOWN,
+    Plan,
+    PlanError,
+    look_and_click,
+    spot_target,
+    target,
+    view_pose_above,
+)
+from captain_teacher.planners.destinations import Destination
+
+
+def measurement_problem(ctx: TeacherContext, name: str, printed: Any) -> str | None:
+    """Why a printed measurement of an object looks wrong (host check), or None."""
+    if not isinstance(printed, dict) or "center" not in printed:
+        return "the measurement did not come back"
+    box = ctx.scene.box(name)
+    c = np.asarray(printed["center"], dtype=float)
+    kind = kind_of(name)
+    expected = EXPECTED_RADIUS_M.get(kind)
+    radius = float(printed.get("radius") or 0.0)
+    if expected is not None and radius > 1.35 * expected + 0.01:
+        return (f"the measured footprint radius ({num(radius * 100, 1)} cm) is too large for a {label_of(name)}; "
+                "the region took in something next to or under it")
+    if float(np.linalg.norm(c[:2] - box.center_m[:2])) > 0.02:
+        return "the measured centre does not match where the object is in the image"
+    if abs(float(printed.get("top", box.top_z_m)) - box.top_z_m) > 0.02:
+        return "the measured top height looks wrong"
+    return None
+
+
+def ground_and_measure(ctx: TeacherContext, obj: str, dest: Destination, ov: str, dv: str,
+                       reasoning: str) -> Plan:
+    """Observe, click the object and the destination, measure them together and print
+    the numbers; moves to a viewpoint first when the head camera cannot see both, and
+    measures again from above when a measurement looks wrong."""
+    held = tuple(n for n, h in ctx.scene.snapshot.held.items() if h)
+    if dest.spot_m is not None:
+        dest_t = spot_target(dv, np.asarray(dest.spot_m))
+    else:
+        dest_t = target(dv, dest.click, ignore=(obj,) if obj in held else ())
+    targets = [target(ov, obj, ignore=held), dest_t]
+    found = look_and_click(ctx, targets, prefer=HEAD)
+    if found is None:
+        yield from move_to_view(ctx, obj)
+        found = look_and_click(ctx, targets, prefer=WRIST) or look_and_click(ctx, targets, prefer=HEAD)
+    apart = ""
+    if found is None:  # one hides the other from every view: click each from its own view
+        first = look_and_click(ctx, targets[:1], prefer=WRIST) or look_and_click(ctx, targets[:1], prefer=HEAD)
+        if first is None or dest.spot_m is not None:
+            raise PlanError(f"no camera sees both the {label_of(obj)} and the {dest.label}")
+        yield Step(f"From here I see the {label_of(obj)} but not the {dest.label} around it; I'll click the "
+                   f"{label_of(obj)} now and the {dest.label} from a view above it.", ["\n".join(first[1])])
+        yield from move_to_view(ctx, dest.click)
+        found = look_and_click(ctx, targets[1:], prefer=WRIST) or look_and_click(ctx, targets[1:], prefer=HEAD)
+        if found is None:
+            raise PlanError(f"no camera sees the {dest.label}")
+        apart = f"The {label_of(obj)} is clicked already; now the {dest.label}."
+    camera, lines = found
+    if dest.spot_m is not None:
+        lines[-1] = lines[-1].replace('["detection_id"]', "")
+        lines.append(cells.measure("g", ov))
+        lines.append(f'o = g["object"]\np_spot = np.array({dv}["position_m"])\n'
+                     'd = {"center_m": p_spot, "center_xy_m": p_spot[:2], "top_z_m": p_spot[2], '
+                     '"bottom_z_m": p_spot[2]}')
+        lines.append(print_geometry(ov, "o", with_yaw=True))
+        lines.append('print("spot:", [round(x, 4) for x in p_spot])')
+    else:
+        lines.append(cells.measure("g", ov, dv))
+        lines.append('o, d = g["object"], g["destination"]')
+        lines.append(print_geometry(ov, "o", with_yaw=True))
+        lines.append(print_geometry(dv, "d"))
+        lines.append('print("offset:", [round(x, 4) for x in g["object_to_destination_xy_offset_m"]])')
+    cam_words = "head" if camera == HEAD else "wrist"
+    words = apart or reasoning + f" I'll click both in the {cam_words} image and measure them together."
+    fb = yield Step(words, ["\n".join(lines)])
+    printed = dict(fb.values)
+    for name, var, key in ((obj, ov, "o"), (dest.click, dv, "d")):
+        if name == dest.click and (dest.region or dest.spot_m is not None):
+            continue
+        problem = measurement_problem(ctx, name, printed.get(var))
+        if problem is None:
+            continue
+        fb = yield from remeasure_from_above(ctx, name, var, key, problem)
+    return fb
+
+
+def print_geometry(var: str, key: str, with_yaw: bool = False) -> str:
+    """Source that prints a measured object's centre, top, bottom, radius (and yaw) under ``var``."""
+    yaw = f', "yaw": {key}["yaw_rad"]' if with_yaw else ""
+    return (f'print("{var}:", {{"center": {key}["center_m"], "top": {key}["top_z_m"], "bottom": {key}["bottom_z_m"], '
+            f'"radius": {key}["footprint"]["radius_m"]{yaw}}})')
+
+
+def move_to_view(ctx: TeacherContext, name: str) -> Plan:
+    """Move the hand above an object so the wrist camera looks down on it (a few
+    viewpoints, the first reachable one)."""
+    views = [view_pose_above(ctx, name, h, back) for h, back in ((0.22, 0.06), (0.18, 0.12), (0.26, 0.16))]
+    ctx.tcp_quaternion = TOP_DOWN.copy()
+    options = ", ".join(vec(p) for p in views)
+    fb = yield Step(
+        f"The head camera does not give a clean view of the {label_of(name)} from here. I'll move the hand above "
+        "it and look down with the wrist camera, trying a few viewpoints until one is reachable.",
+        [f"for view in ({options}):\n    r = go(view, downq(0.0), speed={num(ctx.style.approach_speed_m_s)})\n"
+         '    if r["success"]:\n        break\nprint("moved:", r["success"])'])
+    return fb
+
+
+def remeasure_from_above(ctx: TeacherContext, name: str, var: str, key: str, problem: str) -> Plan:
+    """Measure one object again from the wrist camera above it; the result replaces the
+    session's ``o`` (object) or ``d`` (destination)."""
+    yield from move_to_view(ctx, name)
+    found = look_and_click(ctx, [target(var + "_w", name)], prefer=WRIST)
+    if found is None:
+        return
+    _camera, lines = found
+    lines.append(cells.measure("gw", var + "_w"))
+    lines.append(f'{key} = gw["object"]')
+    lines.append(print_geometry(var, key, with_yaw=key == "o"))
+    fb = yield Step(f"That measurement looks off: {problem}. From above, the wrist camera sees the {label_of(name)} "
+                    "on its own; I'll measure it again there and use that.", ["\n".join(lines)])
+    return fb
+
+
+def measure_held(ctx: TeacherContext, obj: str, dest: Destination, ov: str, dv: str, shifted: bool) -> Plan:
+    """Measure the held object and the destination again before carrying."""
+    if not dest.click:
+        return
+    held_t = target(ov + "_h", obj, ignore=(obj,))
+    dest_t = target(dv + "_h", dest.click, ignore=(obj,))
+    found = look_and_click(ctx, [held_t, dest_t], prefer=WRIST if ctx.rng.random() < 0.5 else HEAD)
+    if found is None:
+        return
+    camera, lines = found
+    lines = ['lift_h = np.array(val(robot.get_robot_state(), "end_effector_position_m"))', *lines]
+    lines.append(cells.measure("g_h", ov + "_h", dv + "_h"))
+    lines.append(print_geometry(ov + "_held", 'g_h["object"]', with_yaw=True))
+    lines.append(print_geometry(dv + "_now", 'g_h["destination"]'))
+    why = ("The object may have shifted in the grasp" if shifted else "Before carrying")
+    cam = "wrist" if camera == WRIST else "head"
+    fb = yield Step(f"{why}: I'll measure the held {label_of(obj)} and the {dest.label} again from the {cam} camera, "
+                    "so the carry uses where it really is between the fingers.", ["\n".join(lines)])
+    held_m = fb.values.get(ov + "_held")
+    box = ctx.scene.box(obj)
+    good = isinstance(held_m, dict) and "center" in held_m and float(np.linalg.norm(
+        np.asarray(held_m["center"][:2], float) - box.center_m[:2])) < 0.015 and abs(
+        float(held_m.get("radius", 0.0)) - EXPECTED_RADIUS_M.get(kind_of(obj), float(held_m.get("radius", 0.0)))) < 0.02
+    ctx.adopt_held = bool(good)
+    radius_cm = float(held_m.get("radius", 0.0)) * 100 if isinstance(held_m, dict) else 0.0
+    ctx.held_note = ("" if good else f"the held measurement took in the fingers (radius {num(radius_cm, 1)} cm), "
+                     "so I keep the one from before the grasp")

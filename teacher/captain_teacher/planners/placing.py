@@ -1,0 +1,175 @@
+"""Carrying a held object to its destination and releasing it: the request that carries
+by the measured offset (corrected for a handle-widened outline or a destination spot off
+the measured centre), turns a flat object across a narrow compartment, lowers, opens and
+steps out of the head camera's view.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from captain_teacher.cells import num, vec
+from captain_teacher.context import Step, TeacherContext
+from captain_teacher.objects import GraspSpec, kind_of, label_of
+from captain_teacher.planners.common import (
+    TOP_DOWN,
+    direction_words,
+    names_for,
+    printed_measurement,
+    short_name,
+    xy_distance_to_box,
+)
+from captain_teacher.planners.destinations import Destination
+
+#: Into a narrow compartment the held object's bottom is released this far below the
+#: destination's measured top (inside its walls, so it cannot topple over them), m.
+SLOT_RELEASE_BELOW_TOP_M = 0.05
+
+
+#: Kinds whose measured outline is widened by a handle or spout, so that its centre is off
+#: the body's (corrected for when carrying them to a target).
+WIDENED_OUTLINE_KINDS = frozenset({"mug", "moka_pot"})
+
+
+def place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec) -> Step:
+    st = ctx.style
+    olab, dlab = label_of(obj), dest.label
+    _ov, dv = names_for(obj, dest)
+    where = "into" if dest.container else "onto"
+    aim = dest.aim_m(ctx.scene)
+    lines = []
+    measured_dest = printed_measurement(ctx, dv)
+    corr = None
+    if dest.spot_m is None and measured_dest is not None:
+        corr = aim[:2] - np.asarray(measured_dest["center"][:2], dtype=float)
+        if float(np.linalg.norm(corr)) < 0.01:
+            corr = None
+    if corr is not None:
+        words = "the spot is" if dest.region else f"the {dlab}'s middle is"
+        lines.append(f'target = np.array(d["center_xy_m"]) + {vec(corr)}  # {words} '
+                     f"{direction_words(corr)} of the {dlab}'s measured centre")
+    else:
+        lines.append('target = np.array(d["center_xy_m"])')
+    widened = kind_of(obj) in WIDENED_OUTLINE_KINDS and _slot_jaw(ctx, obj, dest, spec) is None
+    body = _outline_offset(ctx, obj) if widened else None
+    if body is not None and getattr(ctx, "adopt_held", None) is not True:
+        lines.append(f"target += {vec(body)}  # the {olab}'s outline centre is {direction_words(body)} of its body's")
+    meta: dict = {}
+    if st.mistake == "release_off_target" and not ctx.mistake_done:
+        ctx.mistake_done = True
+        meta = {"injected_mistake": st.mistake, "nosup_reason": "injected_mistake"}
+        lines.append("target += [0.0, 0.06]")
+    elif dest.spot_m is None and ctx.failure_due("perturbed_place"):
+        ctx.failure_done = True
+        meta = {"injected_failure": "perturbed_place", "nosup_reason": "injected_failure"}
+        lines.append(f"target += {vec(_off_destination(ctx, obj, dest))}")
+    if getattr(ctx, "adopt_held", None) is True:
+        lines.insert(0, 'o, d, lift = g_h["object"], g_h["destination"], lift_h\nhang = lift[2] - o["bottom_z_m"]'
+                        "  # the measurement taken while holding")
+    elif getattr(ctx, "adopt_held", None) is False:
+        lines.insert(0, f"# {ctx.held_note}")
+    ctx.adopt_held = None
+    lines.append('place = lift.copy()\nplace[:2] += target - np.array(o["center_xy_m"])')
+    slot_jaw = _slot_jaw(ctx, obj, dest, spec)
+    if slot_jaw is not None:
+        lines.append(f"q = downq({num(slot_jaw)})  # the {olab}'s thin side (between the jaws) across the "
+                     f"{dlab}'s compartment")
+    lines.append(f'r = go(place, q, speed={num(st.carry_speed_m_s)}, mode="manipulation")')
+    if spec.style != "rim" and slot_jaw is None:  # held at its middle: it may turn about the vertical
+        lines.append(quarter_turn_fallback(st.carry_speed_m_s, olab))
+    top = dest.release_top(ctx.scene)
+    if slot_jaw is not None:
+        lines.append(f'release = place.copy()\nrelease[2] = {top} - {num(SLOT_RELEASE_BELOW_TOP_M)} + hang'
+                     f"  # the {olab}'s bottom already between the compartment's walls")
+    elif dest.is_drawer(ctx.scene):
+        lines.append(f'release = place.copy()\nrelease[2] = {top} + {num(spec.release_above_m)} + hang'
+                     f"  # just above the drawer's walls")
+    elif dest.container:
+        lines.append(f'release = place.copy()\nrelease[2] = {top} + {num(spec.release_above_m)} + hang'
+                     f"  # just above the rim, it drops in")
+    else:
+        lines.append(f'release = place.copy()\nrelease[2] = {top} + {num(spec.release_above_m)} + hang')
+    if slot_jaw is not None:  # guarded: a touch on a wall stops it lightly, and it is released from there
+        lines.append('if r["success"]:\n    r = go(release, q, speed=0.03)\n'
+                     '    print("lowered:", r["success"], (r.get("value") or {}).get("stopped_reason"))')
+    else:
+        lines.append('if r["success"]:\n    r = go(release, q, speed=0.05, mode="manipulation")\n'
+                     '    print("lowered:", r["success"])')
+    lines.append('opened = robot.move_to(gripper="open")')
+    if st.settle_hold_s > 0:
+        lines.append(f"robot.hold(duration_s={num(st.settle_hold_s, 1)})")
+    lines.append(f"r = go(release + [0, 0, 0.1], q, speed={num(st.approach_speed_m_s)})")
+    lines.append(f"r = go(home, downq(0.0), speed={num(st.approach_speed_m_s)})  # out of the head camera's view")
+    if st.notes:
+        lines.append(f'with open("NOTES.md", "a") as f:\n    f.write("- released the {olab} {where} the {dlab}\\n")')
+    ctx.tcp_quaternion = TOP_DOWN.copy()
+    reasoning = (f"The {olab} is held. I'll carry it by the measured offset to the {dlab}, lower it {where} it, open "
+                 "the jaws, back off upward and move out of the head camera's view.")
+    return Step(reasoning, ["\n".join(lines)], meta=meta)
+
+
+def _outline_offset(ctx: TeacherContext, obj: str) -> np.ndarray | None:
+    """How far the measured outline centre of the held ``obj`` (its last printed measurement
+    before the grasp) lies from its body origin, base frame xy (m), when that is 1 cm or
+    more (a handle or spout widens the outline); else None. Carrying the outline centre to
+    ``target + offset`` puts the body where the target is."""
+    printed = printed_measurement(ctx, short_name(obj))
+    if printed is None or ctx.last_grasp_xy is None:
+        return None
+    # where the body was when measured: it moved with the tool since the grasp
+    body_then = ctx.scene.position(obj)[:2] - (ctx.scene.ee_m[:2] - ctx.last_grasp_xy)
+    offset = np.asarray(printed["center"][:2], dtype=float) - body_then
+    return offset if 0.01 <= float(np.linalg.norm(offset)) <= 0.05 else None
+
+
+def quarter_turn_fallback(speed_m_s: float, olab: str) -> str:
+    """Source that retries a refused carry with the held object turned a quarter about the
+    vertical either way (the last wrist joint's range or a wrist flip can be in the way of
+    one hand orientation but not of another); ``q`` becomes the turn that runs."""
+    return ('if not r["success"] and r.get("failure_category") in ("joint_limit", "ik_failed"):\n'
+            f"    for turn in (math.pi / 2, -math.pi / 2):  # the {olab} is held at its middle: turn it a quarter\n"
+            "        c, s = math.cos(turn / 2), math.sin(turn / 2)\n"
+            "        w, x, y, z = q\n"
+            "        q_turned = [w * c - z * s, x * c + y * s, y * c - x * s, z * c + w * s]\n"
+            f'        r = go(place, q_turned, speed={num(speed_m_s)}, mode="manipulation")\n'
+            '        if r["success"]:\n'
+            "            q = q_turned\n"
+            f'            print("carry: turned the {olab} a quarter turn to keep the wrist in its range")\n'
+            "            break")
+
+
+def _slot_jaw(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec) -> float | None:
+    """For a flat object held across its thin side going into a narrow compartment: the
+    jaw yaw (rad) that turns its thin side across the compartment, the one of the two
+    equivalent hand turns nearest the grasp's; None otherwise."""
+    axis = dest.slot_axis(ctx.scene)
+    half = ctx.scene.box(obj).half_m
+    if axis is None or spec.style != "center" or not spec.jaw_across_short_side \
+            or max(half[0], half[1]) < 1.6 * min(half[0], half[1]):
+        return None
+    q = ctx.tcp_quaternion if ctx.tcp_quaternion is not None else TOP_DOWN
+    current = 2.0 * (math.atan2(float(q[2]), float(q[1])) - math.pi / 4)
+    jaw = math.atan2(float(axis[1]), float(axis[0])) - math.pi / 2  # the jaw axis along the slot's across direction
+    return min((jaw + k * math.pi for k in range(-2, 3)), key=lambda j: abs(j - current))
+
+
+def _off_destination(ctx: TeacherContext, obj: str, dest: Destination) -> np.ndarray:
+    """An injected failure: a horizontal shift (base frame, m) of the release that leaves
+    the object a few centimetres outside the destination (past the region's or the 3 cm
+    tolerance's edge), toward whichever side keeps the release within reach."""
+    scene = ctx.scene
+    aim = dest.aim_m(scene)[:2]
+    distance = max(dest.half_xy_m()) + (0.06 if dest.container else 0.045)
+    best, best_score = None, -1e9
+    for k in range(8):
+        a = k * math.pi / 4 + 0.2 * float(ctx.rng.random())
+        shift = distance * np.array([math.cos(a), math.sin(a)])
+        reach = float(np.hypot(*(aim + shift)))
+        room = min((xy_distance_to_box(np.append(aim + shift, 0.0), scene.box(n)) for n in scene.names()
+                    if n not in (obj, dest.click)), default=0.2)
+        score = min(room, 0.08) - 2.0 * max(0.0, reach - 0.68) - 2.0 * max(0.0, 0.35 - reach)
+        if score > best_score:
+            best, best_score = shift, score
+    return best
