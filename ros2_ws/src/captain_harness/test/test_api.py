@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from captain_backends.core.errors import DriverStateError
 from captain_harness.core.api import RobotAPI, primitive
 from captain_harness.core.budget import Budget, BudgetLimits
 from captain_harness.core.errors import ArgumentError
@@ -92,3 +93,114 @@ def test_action_budget_is_enforced(api: RobotAPI) -> None:
     assert out.result["executed"] is False
     assert api.call("where").result["success"], "read-only calls stay free"
     assert api.budget.exhausted() == "physical_actions"
+
+
+class Faulty:
+    """Primitives that fail in each way the boundary answers; ``holds`` counts the holds
+    the boundary asked for, ``hold_raises`` makes the hold itself fail."""
+
+    def __init__(self, hold_raises: bool = False) -> None:
+        self.holds = 0
+        self.hold_raises = hold_raises
+        self.ran = 0
+
+    def hold_after_fault(self) -> str:
+        self.holds += 1
+        if self.hold_raises:
+            raise RuntimeError("joint state is stale")
+        return "the arm was commanded to hold where it is"
+
+    @primitive(physical=True, group="motion")
+    def push(self, dx_m: float) -> CallOutcome:
+        """Raises inside (a bug in a physical call)."""
+        self.ran += 1
+        raise ZeroDivisionError("division by zero")
+
+    @primitive(physical=True, group="motion")
+    def refused(self) -> CallOutcome:
+        """The driver refuses the command."""
+        raise DriverStateError("send_command() needs ACTIVE, the driver is INACTIVE")
+
+    @primitive(group="state")
+    def peek(self) -> CallOutcome:
+        """Raises inside (a bug in a read-only call)."""
+        raise ValueError("bad frame")
+
+    @primitive(name="not_an_outcome", group="state")
+    def plain(self) -> CallOutcome:
+        """Returns the wrong type."""
+        return {"success": True}  # type: ignore[return-value]
+
+
+class NoHold:
+    """A physical primitive on an object that cannot hold the arm."""
+
+    @primitive(physical=True, group="motion")
+    def shove(self) -> CallOutcome:
+        """Raises inside."""
+        raise KeyError("q")
+
+
+def test_a_fault_in_a_physical_primitive_commands_a_hold_and_says_so() -> None:
+    obj = Faulty()
+    out = obj.push(0.1)  # direct call: the boundary is on the method itself
+    assert out.result["failure_category"] == "internal_error"
+    assert obj.holds == 1
+    assert "ZeroDivisionError" in out.result["message"]
+    assert "the arm was commanded to hold where it is" in out.result["message"]
+    assert out.receipt == "push: FAILED internal_error"
+    failing = Faulty(hold_raises=True)
+    msg = failing.push(0.1).result["message"]
+    assert failing.holds == 1
+    assert "the hold command failed too (RuntimeError: joint state is stale)" in msg
+    assert "commanded to hold" not in msg
+
+
+def test_fault_messages_claim_no_hold_where_none_was_commanded() -> None:
+    obj = Faulty()
+    peek = obj.peek().result
+    assert peek["failure_category"] == "internal_error" and "read-only call commands nothing" in peek["message"]
+    refused = obj.refused().result
+    assert refused["failure_category"] == "driver_fault"
+    assert "the driver refused (send_command() needs ACTIVE" in refused["message"]
+    assert obj.holds == 0  # neither path commands a hold
+    shove = NoHold().shove().result
+    assert "no hold was commanded after it" in shove["message"]
+    for message in (peek["message"], refused["message"], shove["message"]):
+        assert "holding" not in message
+
+
+def test_the_boundary_binds_arguments_and_checks_the_return_type() -> None:
+    obj = Faulty()
+    out = obj.push(0.1, sped=2)
+    assert out.result["failure_category"] == "invalid_argument"
+    assert out.result["message"] == (
+        "push(): got an unexpected keyword argument 'sped'; signature is push(dx_m)")
+    assert obj.ran == 0 and obj.holds == 0  # the body never ran
+    wrong = obj.plain().result
+    assert wrong["failure_category"] == "internal_error"
+    assert "returned dict, not CallOutcome" in wrong["message"]
+
+
+def test_the_api_declares_and_answers_boundary_primitives() -> None:
+    a = RobotAPI(budget=Budget(BudgetLimits(max_physical_actions=5)))
+    obj = Faulty()
+    assert sorted(a.register_object(obj)) == ["not_an_outcome", "peek", "push", "refused"]
+    assert a.specs["push"].physical and not a.specs["peek"].physical
+    assert str(a.specs["push"].signature) == "(dx_m: 'float') -> 'CallOutcome'"
+    out = a.call("push", (0.2,))
+    assert out.result["failure_category"] == "internal_error" and obj.holds == 1
+    assert out.result["budget"]["physical_actions_used"] == 1  # it reached the robot
+    assert a.call("push", (), {"dx": 1}).result["failure_category"] == "invalid_argument"
+    assert a.budget.physical_actions_used == 1  # refused arguments are not charged
+
+
+def test_a_plain_registered_callable_is_answered_without_a_claimed_hold() -> None:
+    a = RobotAPI()
+
+    def jog(dx_m: float) -> CallOutcome:
+        raise RuntimeError("link down")
+
+    a.register("jog", jog, physical=True, group="motion")
+    msg = a.call("jog", (0.1,)).result["message"]
+    assert msg.startswith("jog hit an internal error (RuntimeError: link down); no hold was commanded after it")

@@ -9,7 +9,7 @@ import pytest
 from captain_backends.core.config import DriverConfigError
 from captain_harness.core.episode.backend import BackendRequest, default_backend, driver_for_task
 from captain_harness.core.episode.errors import EpisodeError
-from captain_harness.nodes.robot_host import HostSettings, RobotHost, _construct
+from captain_harness.core.host.robot_host import HostSettings, RobotHost, _construct
 
 
 def test_driver_for_task_comes_from_the_registry() -> None:

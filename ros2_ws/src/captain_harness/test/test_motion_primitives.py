@@ -291,3 +291,52 @@ def test_state_calls(setup) -> None:
     assert np.allclose(back.result["value"]["position_m"], [0, 0, 0.05], atol=1e-9)
     check = api.call("check_motion", ([0.4, -0.2, 0.2], DOWN), {"speed": 0.1}).result
     assert check["success"] and check["value"]["reachable"] and check["value"]["path_ok"]
+
+
+class StallingDriver(MockDriver):
+    """The mock arm whose ``advance`` fails with a plain exception after a few periods (a
+    driver bug, not a ``BackendError``); it records every command it accepts."""
+
+    def __init__(self, fail_after: int) -> None:
+        super().__init__(image_size_px=64)
+        self.fail_after = fail_after
+        self.sent: list[np.ndarray] = []
+        self.sent_before_fault: int | None = None
+
+    def send_command(self, command):
+        out = super().send_command(command)
+        self.sent.append(np.asarray(out.joint_positions_rad, float))
+        return out
+
+    def advance(self, guard=None):
+        self.fail_after -= 1
+        if self.fail_after < 0:
+            self.sent_before_fault = len(self.sent)
+            raise RuntimeError("encoder overflow")
+        return super().advance(guard)
+
+
+def test_a_fault_inside_a_motion_holds_the_arm_and_the_message_says_so() -> None:
+    driver = StallingDriver(fail_after=5)
+    driver.configure()
+    driver.activate()
+    try:
+        prims = MotionPrimitives(driver)
+        api = RobotAPI()
+        prims.register(api)
+        start = np.asarray(driver.read_state().joint_positions_rad, float)
+        out = api.call("move_to", (), {"position": [0.4, 0.1, 0.3], "quaternion": [0, 2**-0.5, 2**-0.5, 0]})
+        assert out.result["failure_category"] == "internal_error"
+        assert "RuntimeError: encoder overflow" in out.result["message"]
+        assert "the arm was commanded to hold where it is" in out.result["message"]
+        # one command followed the fault, the hold: the joints where the arm stopped, after it had moved
+        here = np.asarray(driver.read_state().joint_positions_rad, float)
+        assert driver.sent_before_fault is not None and len(driver.sent) == driver.sent_before_fault + 1
+        assert np.allclose(driver.sent[-1], here) and not np.allclose(here, start)
+        # with the driver inactive nothing is commanded, and the message says that instead
+        n = len(driver.sent)
+        driver.deactivate()
+        assert prims.hold_after_fault() == "the driver is inactive, so no hold was commanded"
+        assert len(driver.sent) == n
+    finally:
+        driver.shutdown()

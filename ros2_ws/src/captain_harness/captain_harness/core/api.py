@@ -1,11 +1,13 @@
 """The policy boundary: dispatch robot calls by name, count budgets, never raise.
 
-Primitives are plain methods marked with ``@primitive``; they validate their own
-arguments (raising ``HarnessError`` subclasses) and return a ``CallOutcome``. The
-``RobotAPI`` binds the policy's positional and keyword arguments to the primitive's
-signature, enforces the physical-action budget, turns every exception into a result
-dict with a precise ``failure_category``, attaches the ``budget`` entry and records the
-call in a log that the host-side completion gate reads.
+Primitives are methods declared with ``@primitive`` (``boundary.py``: the primitive
+boundary, re-exported here); they validate their own arguments (raising
+``HarnessError`` subclasses) and return a ``CallOutcome``. The ``RobotAPI`` binds the
+policy's positional and keyword arguments to the primitive's signature, enforces the
+physical-action budget, turns every exception of a plain registered callable into a
+result dict with a precise ``failure_category`` (``boundary.exception_result``, as the
+boundary does for primitives), attaches the ``budget`` entry and records the call in a
+log that the host-side completion gate reads.
 
 The same ``RobotAPI`` is used in-process (headless rollouts), behind the ROS 2 action
 servers and services, and from the sandboxed session's ``robot`` client.
@@ -16,13 +18,18 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from captain_harness.core.boundary import (
+    NO_HOLD_FAULT,
+    PRIMITIVE_ATTR,
+    READ_ONLY_FAULT,
+    exception_result,
+    primitive,
+)
 from captain_harness.core.budget import Budget
-from captain_harness.core.errors import HarnessError
 from captain_harness.core.results import (
     CallOutcome,
     FailureCategory,
@@ -30,7 +37,7 @@ from captain_harness.core.results import (
     format_receipt,
 )
 
-_PRIMITIVE_ATTR = "__captain_primitive__"
+__all__ = ["CallRecord", "PrimitiveSpec", "RobotAPI", "primitive"]
 
 #: Failure categories that mean the call never reached the robot: not counted as actions.
 _NOT_DISPATCHED = {FailureCategory.INVALID_ARGUMENT.value, FailureCategory.BUDGET_EXHAUSTED.value}
@@ -89,22 +96,6 @@ class PrimitiveSpec:
         return inspect.getdoc(self.fn) or ""
 
 
-def primitive(name: str | None = None, *, physical: bool = False, group: str = "") -> Callable:
-    """Mark a method as a policy-facing primitive.
-
-    Args:
-        name: the name the policy calls (defaults to the method name).
-        physical: True for calls that move the robot (counted against the action budget).
-        group: "perception", "measurement", "motion", "planning" or "state" (for TASK.md).
-    """
-
-    def mark(fn: Callable) -> Callable:
-        setattr(fn, _PRIMITIVE_ATTR, {"name": name or fn.__name__, "physical": physical, "group": group})
-        return fn
-
-    return mark
-
-
 @dataclass(frozen=True)
 class CallRecord:
     """One dispatched call, as the host-side completion gate and the records see it."""
@@ -140,7 +131,7 @@ class RobotAPI:
         names = []
         for attr in dir(type(obj)):
             fn = getattr(type(obj), attr, None)
-            meta = getattr(fn, _PRIMITIVE_ATTR, None)
+            meta = getattr(fn, PRIMITIVE_ATTR, None)
             if meta is None:
                 continue
             self.register(meta["name"], getattr(obj, attr), physical=meta["physical"], group=meta["group"])
@@ -190,14 +181,9 @@ class RobotAPI:
             outcome = spec.fn(*args, **kwargs)
             if not isinstance(outcome, CallOutcome):
                 raise TypeError(f"primitive {spec.name} returned {type(outcome).__name__}, not CallOutcome")
-        except HarnessError as exc:
-            outcome = self._failed(spec.name, exc.category, str(exc))
-        except Exception as exc:
-            tb = traceback.format_exc(limit=6)
-            outcome = self._failed(spec.name, FailureCategory.INTERNAL_ERROR,
-                                   f"{spec.name} hit an internal error ({type(exc).__name__}: {exc});"
-                                   " the robot is holding; try again or use another call",
-                                   diagnostics={"traceback": tb})
+        except Exception as exc:  # a plain registered callable; primitives answer for themselves
+            result = exception_result(spec.name, exc, NO_HOLD_FAULT if spec.physical else READ_ONLY_FAULT)
+            outcome = CallOutcome(result, format_receipt(spec.name, result))
         counted = spec.physical and outcome.result.get("failure_category") not in _NOT_DISPATCHED
         if counted:
             self.budget.physical_actions_used += 1

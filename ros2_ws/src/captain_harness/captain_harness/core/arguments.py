@@ -105,9 +105,9 @@ def as_float(
     return f
 
 
-def as_optional_float(name: str, value: Any, **kwargs: Any) -> float | None:
-    """``None`` or a float checked as in ``as_float``."""
-    return None if value is None else as_float(name, value, **kwargs)
+def as_optional_float(name: str, value: Any, *, default: float | None = None, **kwargs: Any) -> float | None:
+    """``default`` (None unless given) for ``None``, else a float checked as in ``as_float``."""
+    return default if value is None else as_float(name, value, **kwargs)
 
 
 def as_vector(name: str, value: Any, length: int, *, unit: str = "", example: str = "") -> np.ndarray:

@@ -405,6 +405,14 @@ class Kinematics:
         if self._damp_eye[0] != damping:
             self._damp_eye = (damping, damping * self._eye6)
         damp_eye = self._damp_eye[1]
+
+        def damped_step(J: np.ndarray, e: np.ndarray) -> np.ndarray | None:
+            """The damped step ``J^T (J J^T + λI)^-1 e``; None when the solve fails."""
+            A = dot(J, J.T)
+            A += damp_eye
+            _, x, info = _dposv(A, e, overwrite_a=1)
+            return None if info != 0 else dot(J.T, x)
+
         perr = rerr = math.inf
         q = q.copy()
         nq = len(lower_l)
@@ -424,12 +432,9 @@ class Kinematics:
             J = frame_jacobian(model, data, fid, local)
             if rerr > JLOG6_ABOVE_RAD:  # the log map's own Jacobian matters for large turns
                 J = dot(pin.Jlog6(iMd.inverse()), J)
-            A = dot(J, J.T)
-            A += damp_eye
-            _, x, info = _dposv(A, e, overwrite_a=1)
-            if info != 0:
+            dq = damped_step(J, e)
+            if dq is None:
                 break
-            dq = dot(J.T, x)
             if at_limit:
                 # active set: joints resting on a limit and pushed outwards are frozen
                 # and the step is recomputed with the others
@@ -437,12 +442,9 @@ class Kinematics:
                 if blocked.any():
                     J = J.copy()
                     J[:, blocked] = 0.0
-                    A = dot(J, J.T)
-                    A += damp_eye
-                    _, x, info = _dposv(A, e, overwrite_a=1)
-                    if info != 0:
+                    dq = damped_step(J, e)
+                    if dq is None:
                         break
-                    dq = dot(J.T, x)
             dl = dq.tolist()
             step = max(max(dl), -min(dl))
             if step > MAX_STEP_RAD:

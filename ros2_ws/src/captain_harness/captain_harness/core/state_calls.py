@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from captain_harness.core import arguments
-from captain_harness.core.api import primitive
-from captain_harness.core.boundary import never_raises
+from captain_harness.core.boundary import primitive
 from captain_harness.core.geometry import matrix_to_quat, pose_inverse, pose_matrix, pose_parts
 from captain_harness.core.results import CallOutcome, FailureCategory, fail, format_receipt, ok
 
@@ -35,9 +34,6 @@ TCP_FRAME_TEXT = {
     "about the vertical",
 }
 
-
-#: the shared policy boundary (every exception becomes a failed result)
-_never_raises = never_raises
 
 
 class StateCalls:
@@ -65,7 +61,6 @@ class StateCalls:
 
     # ------------------------------------------------------------------ state
     @primitive(physical=False, group="state")
-    @_never_raises("get_robot_state")
     def get_robot_state(self) -> CallOutcome:
         """The arm's current state. Value: ``end_effector_position_m`` [x, y, z] (TCP, base
         frame, m), ``end_effector_quaternion_wxyz``, ``joint_positions_rad``,
@@ -104,7 +99,6 @@ class StateCalls:
         return CallOutcome(result, format_receipt("get_robot_state", result, fields))
 
     @primitive(physical=False, group="state")
-    @_never_raises("gripper_state")
     def gripper_state(self) -> CallOutcome:
         """The jaws now. Value: ``gripper_opening_m`` (distance between the finger pads),
         ``gripper_open_fraction`` (0 closed .. 1 open), ``held`` (closed on something),
@@ -129,7 +123,6 @@ class StateCalls:
         return CallOutcome(result, format_receipt("gripper_state", result, fields))
 
     @primitive(physical=False, group="state")
-    @_never_raises("robot_geometry")
     def robot_geometry(self) -> CallOutcome:
         """The robot's frames, limits and motion settings: the TCP frame convention
         (``tcp_frame``), ``T_flange_tcp``, joint names and limits, the home pose, the
@@ -185,7 +178,6 @@ class StateCalls:
         return CallOutcome(result, format_receipt("robot_geometry", result, fields))
 
     @primitive(physical=False, group="state")
-    @_never_raises("read_motion_trajectory")
     def read_motion_trajectory(self, max_samples: int | None = None) -> CallOutcome:
         """The last executed arm sweep (of move_to, recover or release; holds and jaw
         commands do not replace it), sampled at most ``max_samples`` times (default 40),
@@ -223,7 +215,6 @@ class StateCalls:
         return CallOutcome(result, format_receipt("read_motion_trajectory", result, fields))
 
     @primitive(physical=False, group="state")
-    @_never_raises("transform_pose")
     def transform_pose(
         self,
         position: Sequence[float],

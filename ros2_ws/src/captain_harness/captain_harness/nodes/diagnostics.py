@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 
 OK = DiagnosticStatus.OK
@@ -109,7 +110,10 @@ class DiagnosticsPublisher:
         self.node = node
         self.collect = collect
         self.publisher = node.create_publisher(DiagnosticArray, "diagnostics", 10)
-        self.timer = node.create_timer(1.0 / rate_hz, self.publish, callback_group=callback_group)
+        # a steady clock: diagnostics keep coming while a simulator's /clock stands still
+        # (with use_sim_time a node-clock timer would stop with it); stamps use the node clock
+        self.timer = node.create_timer(1.0 / rate_hz, self.publish, callback_group=callback_group,
+                                       clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def publish(self) -> None:
         """Publish one DiagnosticArray now."""

@@ -9,7 +9,9 @@ Action ``run_episode`` (captain_interfaces/action/RunEpisode):
   ``base_url`` / ``model`` for model policies, and ``settings_json``: an object with
   any of ``policy_options`` (dict), ``seed``, ``max_requests``, ``max_physical_actions``,
   ``max_wall_time_s``, ``cell_timeout_s``, ``record_snapshots``, ``mcap``, ``subset``;
-* feedback after every request: its index and the receipts of its robot calls;
+* feedback after every request: its index and the receipts of its robot calls; the same
+  request, its cells and receipts also go out on ``captain/requests``, ``captain/cells``
+  and ``captain/receipts`` (``episode_topics``), which ``captain bringup --record`` records;
 * result: the outcome label, host and strict success, requests, physical actions, the
   episode's record path (``rows.jsonl``) and the whole outcome as JSON.
 
@@ -39,6 +41,7 @@ from captain_harness.core.episode.errors import PolicyError
 from captain_harness.core.episode.policy.base import PolicyClient, PolicyReply, PolicyRequest
 from captain_harness.nodes import diagnostics as diag
 from captain_harness.nodes.episode_runner_params import SCHEMA
+from captain_harness.nodes.episode_topics import EpisodeTopics
 from captain_harness.nodes.ros_params import declare_schema
 from captain_interfaces.action import RunEpisode
 
@@ -93,6 +96,7 @@ class EpisodeRunnerNode(Node):
                                     callback_group=group)
         self._diagnostics = diag.DiagnosticsPublisher(self, self._statuses, self.params["diagnostics_rate_hz"],
                                                       MutuallyExclusiveCallbackGroup())
+        self._topics = EpisodeTopics(self)
 
     @property
     def ready(self) -> bool:
@@ -167,6 +171,7 @@ class EpisodeRunnerNode(Node):
                 receipts = [r for c in event.get("cells", []) for r in c.get("receipts", [])]
                 goal_handle.publish_feedback(RunEpisode.Feedback(request_index=int(event["request_index"]),
                                                                  last_receipts="\n".join(receipts)))
+                self._topics.publish(event)
 
             outcome = run_episode(task, policy=policy, out_dir=Path(self.params["records_dir"]),
                                   backend_factory=factory, init_state=int(goal.init_state),

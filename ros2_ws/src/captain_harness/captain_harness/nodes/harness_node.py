@@ -1,8 +1,11 @@
 """``harness_node``: the harness's robot API over ROS 2 (thin over ``RobotHost``).
 
 Actions (relative names, so the stack can be namespaced), each following the shape of
-nav2's behaviours: the goal callback validates the message cheaply and rejects a second
-concurrent motion goal (one active motion goal under a lock); the primitive then
+nav2's behaviours: the goal callback validates the message cheaply (a malformed goal:
+a non-finite number, a vector of the wrong length, an unknown mode or gripper command,
+``args_json`` that is not an object, ends at once ABORTED with ``invalid_argument`` and
+the reason in its result; nothing runs) and rejects a second concurrent motion goal or
+any goal while the node is not active (one active motion goal under a lock); the primitive then
 prechecks once (arguments, IK, collisions, workspace), runs its fixed-rate control
 cycle with the force guards and sends feedback; a cancel request makes the primitive
 hold the arm and the goal ends CANCELED with ``stopped_reason="cancelled"``:
@@ -35,7 +38,10 @@ on the tool in the base frame), and per camera ``<camera>/color/image_raw`` (rgb
 ``<camera>/color/camera_info`` (rendered only while someone subscribes);
 ``diagnostics``.
 
-Parameters: ``captain_harness.nodes.harness_params.SCHEMA``. All calls go through one
+Parameters: ``captain_harness.nodes.harness_params.SCHEMA``, and ROS's ``use_sim_time``
+(the sim stack sets it: the node clock, and so the diagnostics stamps, follow the
+``/clock`` the node publishes for a simulated driver; every timer of the node runs on a
+steady clock, so topics and diagnostics keep coming while simulated time stands still). All calls go through one
 ``RobotAPI``; callbacks run in a re-entrant group on a multi-threaded executor of
 ``executor_threads`` threads (a motion goal blocks a thread for its whole duration while
 cancel requests, feedback, state services, sensor timers and diagnostics must still run).
@@ -71,29 +77,27 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import WrenchStamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from captain_backends.core.driver import LifecycleState as DriverState
-from captain_backends.core.xr1.images import encode_depth, encode_rgb
-from captain_backends.nodes import xr1_messages as xm
+from captain_harness.core.host.robot_host import HostError, HostSettings, RobotHost, task_json
 from captain_harness.core.results import CallOutcome, FailureCategory, fail, format_receipt
 from captain_harness.nodes import diagnostics as diag
 from captain_harness.nodes.harness_params import SCHEMA, motion_config
 from captain_harness.nodes.messages import (
     MOTION_ACTIONS,
+    PROBE_ARGS_JSON,
     call_args,
     goal_kwargs,
     goal_problem,
     pose_msg,
     result_msg,
 )
-from captain_harness.nodes.robot_host import HostError, HostSettings, RobotHost, task_json
 from captain_harness.nodes.robot_state_publisher import RobotStatePublisher
-from captain_harness.nodes.ros_params import camera_qos, declare_schema
+from captain_harness.nodes.ros_params import declare_schema
+from captain_harness.nodes.sensor_publishers import SensorPublishers
 from captain_interfaces.action import Hold, MoveTo, Recover, Release
 from captain_interfaces.srv import DescribeRobot, HostState, RecoverDriver, ResetEpisode, RobotCall
 
@@ -150,7 +154,7 @@ class HarnessNode(LifecycleNode):
         self.create_service(HostState, "episode/host_state", self._on_host_state, callback_group=self._group)
 
         self.robot_state = RobotStatePublisher(self, p["tf_rate_hz"])
-        self._sensors = _SensorPublishers(self, p)
+        self._sensors = SensorPublishers(self, p)
         self._diagnostics = diag.DiagnosticsPublisher(self, self._diagnostic_statuses, p["diagnostics_rate_hz"],
                                                       MutuallyExclusiveCallbackGroup())
         self._transition_lock = threading.RLock()
@@ -289,13 +293,16 @@ class HarnessNode(LifecycleNode):
     def _on_goal(self, name: str, goal: Any) -> GoalResponse:
         problem = goal_problem(name, goal)
         if problem:
-            # a client's connection probe is logged at debug level; one call site per
-            # severity (rclpy refuses a call site whose severity changes between calls)
-            if getattr(goal, "args_json", "") == "[]":
-                self.get_logger().debug(f"rejected a {name} goal: {problem}")
-            else:
-                self.get_logger().warning(f"rejected a {name} goal: {problem}")
-            return GoalResponse.REJECT
+            if getattr(goal, "args_json", "") == PROBE_ARGS_JSON:
+                # a client's connection probe: rejected, never run (logged at debug level; one
+                # call site per severity, rclpy refuses a call site whose severity changes)
+                self.get_logger().debug(f"rejected a {name} connection probe")
+                return GoalResponse.REJECT
+            # a malformed goal (NaN, a wrong-length vector, an unknown mode): accepted without
+            # taking the motion slot, so that ``_execute`` ends it at once ABORTED with the
+            # reason in its result (a rejection carries no reason to the client)
+            self.get_logger().warning(f"refused a {name} goal: {problem}")
+            return GoalResponse.ACCEPT
         if not self.host.ready or self.node_state != "active":
             self.get_logger().warning(f"rejected a {name} goal: the harness is {self.node_state} (driver "
                                       f"{self._driver_state()}); it accepts goals once active")
@@ -316,6 +323,11 @@ class HarnessNode(LifecycleNode):
 
     def _execute(self, name: str, goal_handle: Any) -> Any:
         action = ACTION_TYPES[name]
+        problem = goal_problem(name, goal_handle.request)
+        if problem:  # malformed (see ``_on_goal``): nothing runs, the motion slot was never taken
+            failed = fail(FailureCategory.INVALID_ARGUMENT, f"{problem}; the goal was not run")
+            goal_handle.abort()
+            return _action_result(action, CallOutcome(failed, format_receipt(name, failed)))
         try:
             motion = self.host.motion
             kwargs = goal_kwargs(name, goal_handle.request)
@@ -338,14 +350,7 @@ class HarnessNode(LifecycleNode):
         finally:
             with self._goal_lock:
                 self._active_goal = None
-        result = action.Result(result=result_msg(outcome))
-        value = outcome.result.get("value") if isinstance(outcome.result.get("value"), dict) else {}
-        if hasattr(result, "stopped_reason"):
-            result.stopped_reason = str(value.get("stopped_reason") or outcome.result.get("failure_category") or "")
-        if hasattr(result, "executed_distance_m"):
-            result.executed_distance_m = float(value.get("executed_distance_m") or 0.0)
-        if hasattr(result, "max_observed_force_n"):
-            result.max_observed_force_n = float(value.get("max_observed_force_n") or 0.0)
+        result = _action_result(action, outcome)
         cancelled = outcome.result.get("failure_category") == FailureCategory.CANCELLED.value
         time.sleep(FINAL_FEEDBACK_LEAD_S)
         if cancelled and goal_handle.is_cancel_requested:
@@ -470,12 +475,17 @@ class HarnessNode(LifecycleNode):
                 warning = str(getattr(driver, "watchdog_warning", "") or "")
             except Exception as exc:
                 fault = f"{type(exc).__name__}: {exc}"
+        sim_time = bool(self.get_parameter("use_sim_time").value)
+        if sim_time and driver is not None and not host.simulated and not warning:
+            warning = ("use_sim_time is true but the driver drives a real robot: the harness publishes no /clock "
+                       "for it, so the node clock (diagnostics, state stamps) follows another node's /clock or "
+                       "stands at 0; set use_sim_time false")
         values = {"driver": host.driver_name, "node_state": self.node_state, "lifecycle_state": lifecycle,
                   "fault": fault or "none",
                   "warning": warning or "none",
                   "task": host.task.task_id if host.task is not None else "",
                   "control_period_s": getattr(driver, "control_period_s", 0.0) if driver else 0.0,
-                  "start_error": host.last_error or "none"}
+                  "start_error": host.last_error or "none", "use_sim_time": sim_time}
         if fault:
             level, message = diag.ERROR, f"driver fault: {fault} (call recover_driver once the cause is fixed)"
         elif warning and lifecycle in ("inactive", "active"):
@@ -493,91 +503,18 @@ class HarnessNode(LifecycleNode):
                 diag.status(f"{name}: motion", diag.OK, f"running {active}" if active else "idle", motion)]
 
 
-class _SensorPublishers:
-    """joint_states and wrench from one driver reading per tick of a shared timer (each
-    topic decimated to its own rate), and the camera topics on a timer of their own."""
-
-    def __init__(self, node: HarnessNode, params: dict[str, Any]) -> None:
-        self.node = node
-        self.depth_encoding = params["depth_encoding"]
-        self.cameras = tuple(params["cameras"])
-        rates = {"joint_states": params["joint_states_rate_hz"], "wrench": params["wrench_rate_hz"]}
-        self.joint_pub = (node.create_publisher(JointState, "joint_states", xm.RELIABLE_QOS)
-                          if rates["joint_states"] > 0 else None)
-        self.wrench_pub = (node.create_publisher(WrenchStamped, "wrench", xm.RELIABLE_QOS)
-                           if rates["wrench"] > 0 else None)
-        self._next_s = {"joint_states": 0.0, "wrench": 0.0}
-        self._period_s = {k: 1.0 / r for k, r in rates.items() if r > 0}
-        if self._period_s:
-            node.create_timer(min(self._period_s.values()), self.publish_state,
-                              callback_group=MutuallyExclusiveCallbackGroup())
-        self.camera_pubs: dict[str, tuple[Any, Any, Any]] = {}
-        if params["camera_rate_hz"] > 0 and self.cameras:
-            qos = camera_qos(params["camera_qos"])  # image, depth and camera_info alike
-            self.camera_pubs = {
-                c: (node.create_publisher(Image, f"{c}/color/image_raw", qos),
-                    node.create_publisher(Image, f"{c}/aligned_depth_to_color/image_raw", qos),
-                    node.create_publisher(CameraInfo, f"{c}/color/camera_info", qos))
-                for c in self.cameras}
-            node.create_timer(1.0 / params["camera_rate_hz"], self.publish_cameras,
-                              callback_group=MutuallyExclusiveCallbackGroup())
-
-    def _state(self):
-        driver = self.node.host.driver
-        if driver is None or driver.lifecycle_state not in (DriverState.INACTIVE, DriverState.ACTIVE):
-            return None, None
-        try:
-            return driver, driver.read_state()
-        except Exception:  # a driver swap or fault; the next tick retries
-            return driver, None
-
-    def _due(self, topic: str, now_s: float) -> bool:
-        period = self._period_s.get(topic)
-        if period is None or now_s + 1e-3 < self._next_s[topic]:
-            return False
-        self._next_s[topic] = max(self._next_s[topic] + period, now_s)
-        return True
-
-    def publish_state(self) -> None:
-        """One reading: joint_states (arm joints + ``gripper_opening`` in m) and the wrench."""
-        now_s = time.monotonic()
-        joints, wrench = self._due("joint_states", now_s), self._due("wrench", now_s)
-        if not (joints or wrench):
-            return
-        driver, state = self._state()
-        if state is None:
-            return
-        description = driver.description()
-        stamp = self.node.robot_state.stamp(driver, state)  # simulated time for simulated drivers
-        if joints:
-            names = [*description.arm_joint_names, "gripper_opening"]
-            positions = [*np.asarray(state.joint_positions_rad, float), state.gripper_opening_m]
-            velocities = [*self.node.robot_state.joint_velocities(driver, state), 0.0]
-            self.joint_pub.publish(xm.joint_state_msg(names, positions, velocities, stamp))
-        if wrench:
-            w = np.asarray(state.wrench_base, float)
-            self.wrench_pub.publish(xm.wrench_msg(w[:3], w[3:], description.base_frame, stamp))
-
-    def publish_cameras(self) -> None:
-        wanted = tuple(c for c, pubs in self.camera_pubs.items()
-                       if any(p.get_subscription_count() > 0 for p in pubs))
-        driver, state = self._state()
-        if not wanted or state is None:
-            return
-        try:
-            frames = driver.capture(wanted)
-        except Exception as exc:
-            self.node.get_logger().warning(f"camera capture failed: {exc}", throttle_duration_sec=5.0)
-            return
-        self.node.robot_state.note_frames(driver, frames, state)  # optical frames on /tf_static
-        stamp = self.node.robot_state.stamp(driver, state)
-        for name, frame in frames.items():
-            image_pub, depth_pub, info_pub = self.camera_pubs[name]
-            optical = f"{name}_optical_frame"
-            w, h = frame.size_px
-            info_pub.publish(xm.camera_info_msg(frame.K, w, h, optical, stamp))
-            depth_pub.publish(xm.image_msg(encode_depth(frame.depth_m, self.depth_encoding), optical, stamp))
-            image_pub.publish(xm.image_msg(encode_rgb(frame.rgb), optical, stamp))
+def _action_result(action: Any, outcome: CallOutcome) -> Any:
+    """The action's result message: the call's result and receipt, and the typed fields
+    (``stopped_reason``, ``executed_distance_m``, ``max_observed_force_n``) where it has them."""
+    result = action.Result(result=result_msg(outcome))
+    value = outcome.result.get("value") if isinstance(outcome.result.get("value"), dict) else {}
+    if hasattr(result, "stopped_reason"):
+        result.stopped_reason = str(value.get("stopped_reason") or outcome.result.get("failure_category") or "")
+    if hasattr(result, "executed_distance_m"):
+        result.executed_distance_m = float(value.get("executed_distance_m") or 0.0)
+    if hasattr(result, "max_observed_force_n"):
+        result.max_observed_force_n = float(value.get("max_observed_force_n") or 0.0)
+    return result
 
 
 def _json_object(text: str, name: str) -> dict[str, Any]:

@@ -23,6 +23,9 @@ from captain_interfaces.msg import RobotCallResult
 
 #: Action name per physical primitive.
 MOTION_ACTIONS = ("move_to", "hold", "recover", "release")
+#: ``args_json`` of the connection probe a client sends each action (``wait_for_harness``):
+#: the harness rejects it in the goal callback and never runs it, so the probe leaves no goal.
+PROBE_ARGS_JSON = "[]"
 
 
 def result_msg(outcome: CallOutcome) -> RobotCallResult:

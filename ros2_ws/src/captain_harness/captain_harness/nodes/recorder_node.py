@@ -9,7 +9,8 @@ stack; messages that arrive before the first /clock, such as the latched ones, w
 namespace): ``/tf``, ``/tf_static`` and ``robot_description`` (latched), ``/clock``,
 ``joint_states``, ``wrench``, ``diagnostics`` and, per camera in ``cameras``,
 ``<camera>/color/image_raw`` and ``<camera>/color/camera_info`` (sensor-data QoS, which
-matches best-effort and reliable publishers alike).
+matches best-effort and reliable publishers alike), and the episode runner's
+``captain/requests``, ``captain/cells`` and ``captain/receipts`` (``episode_topics``).
 
     python -m captain_harness.nodes.recorder_node --ros-args -p path:=runs/stack_bag
     captain bringup sim --record runs/stack_bag          # the same, next to the stack
@@ -32,6 +33,8 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
 from captain_harness.core.episode.mcap_log import RosbagWriter
+from captain_harness.nodes.episode_topics import EPISODE_QOS
+from captain_harness.nodes.episode_topics import TOPICS as EPISODE_TOPICS
 
 _LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 _CAMERAS = ["agentview", "robot0_eye_in_hand"]
@@ -55,6 +58,7 @@ def _topics(cameras: list[str]) -> list[tuple[str, str, Any]]:
     for camera in cameras:
         topics += [(f"{camera}/color/image_raw", Image, qos_profile_sensor_data),
                    (f"{camera}/color/camera_info", CameraInfo, qos_profile_sensor_data)]
+    topics += [(topic, String, EPISODE_QOS) for topic in EPISODE_TOPICS]  # the episode runner's requests
     return topics
 
 

@@ -31,14 +31,13 @@ from captain_harness.core.api import RobotAPI
 from captain_harness.core.budget import Budget
 from captain_harness.core.episode.channel import to_jsonable
 from captain_harness.core.errors import HarnessError
+from captain_harness.core.host.call_specs import register_proxies, signature_of
+from captain_harness.core.host.robot_host import task_from_json
 from captain_harness.core.results import CallOutcome, FailureCategory, fail, format_receipt
-from captain_harness.nodes.call_specs import register_proxies, signature_of
-from captain_harness.nodes.messages import MOTION_ACTIONS, outcome_from_msg
-from captain_harness.nodes.robot_host import task_from_json
+from captain_harness.nodes.messages import MOTION_ACTIONS, PROBE_ARGS_JSON, outcome_from_msg
 
 #: Probes that the harness answers without side effects (see ``wait_for_harness``).
 PROBE_INIT_STATE = -2
-PROBE_ARGS_JSON = "[]"
 
 
 class RobotClientError(HarnessError):

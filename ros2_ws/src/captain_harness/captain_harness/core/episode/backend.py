@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,9 @@ class BackendRequest:
         session_workspace: the session's workspace as the session sees it (for paths in
             results; file names the backend returns are names in that workspace).
         episode_id: the episode's id.
+        driver_options: options of the driver's typed config given for the batch
+            (``--driver-option``, a layout's flags), laid over the task's and the
+            factory's; the driver refuses an unknown one with the list of valid ones.
     """
 
     task: str
@@ -46,6 +49,7 @@ class BackendRequest:
     workspace: Path
     session_workspace: str
     episode_id: str
+    driver_options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -143,6 +147,7 @@ def default_backend(request: BackendRequest, driver_options: Mapping[str, Any] |
     if request.seed is not None and "seed" in accepted:
         options["seed"] = request.seed
     options.update(driver_options or {})
+    options.update(request.driver_options)
     driver = cls(**options)
     driver.configure()
     task = driver.reset(seed=request.seed, init_state=request.init_state if request.init_state >= 0 else None)

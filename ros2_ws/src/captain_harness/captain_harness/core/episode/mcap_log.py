@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from captain_harness.core.episode.event_payloads import event_payloads
+
 #: The folder of an episode's bag inside the episode's record folder.
 BAG_DIR = "episode_bag"
 
@@ -278,19 +280,9 @@ class McapLog:
         """Log one request event (see ``loop.py``), its cells, receipts and attached images."""
         bag = self.bag
         t_ns = bag.next_ns(self.now_ns())
-        cells = event.get("cells") or []
-        index = event.get("request_index")
-        bag.write("/captain/requests", string(bag, {
-            "request_index": index, "reasoning": event.get("reasoning", ""), "content": event.get("content", ""),
-            "code": [c.get("code", "") for c in cells], "policy_s": event.get("policy_s"),
-            "harness_s": event.get("harness_s")}), t_ns)
-        for cell in cells:
-            bag.write("/captain/cells", string(bag, {
-                "request_index": index, "cell": cell.get("index"), "code": cell.get("code", ""),
-                "output": cell.get("output", ""), "receipts": cell.get("receipts", [])}), t_ns)
-            for k, receipt in enumerate(cell.get("receipts") or []):
-                bag.write("/captain/receipts", string(bag, {
-                    "request_index": index, "cell": cell.get("index"), "index": k, "receipt": receipt}), t_ns)
+        for topic, payload in event_payloads(event):
+            bag.write(f"/{topic}", string(bag, payload), t_ns)
+        for cell in event.get("cells") or []:
             for path in cell.get("images") or []:
                 name = Path(path).name
                 camera = "wrist" if "wrist" in name else "head" if "head" in name else "attached"

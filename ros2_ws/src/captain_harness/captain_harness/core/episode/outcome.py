@@ -58,7 +58,9 @@ class EpisodeOutcome:
 
     Times are seconds. ``harness_s_per_request`` is the harness's own time per request:
     the request's wall time minus the policy call, the robot calls on the host and the
-    cell code's own compute in the session.
+    cell code's own compute in the session. ``perturbation`` is the driver's record of
+    what the start changed (seed, layout, objects moved, appearance draws, LIBERO-PRO
+    variant; empty for a driver that keeps none).
     """
 
     episode_id: str
@@ -88,6 +90,7 @@ class EpisodeOutcome:
     protections: dict[str, Any] = field(default_factory=dict)
     record_dir: str = ""
     error: str | None = None
+    perturbation: dict[str, Any] = field(default_factory=dict)
 
     @property
     def harness_s_per_request_median(self) -> float | None:

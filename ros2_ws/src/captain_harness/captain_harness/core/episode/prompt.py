@@ -124,9 +124,28 @@ def environment_context_text(
     return "\n".join(lines)
 
 
+#: What precedes the instruction in the task request.
+TASK_REQUEST_MARKER = "complete the robot task:"
+
+
 def task_request_text(instruction: str) -> str:
     """The text of the task request (the initial head and wrist images follow it)."""
     return (
-        f"Read TASK.md and complete the robot task: {instruction.strip()}\n"
+        f"Read TASK.md and {TASK_REQUEST_MARKER} {instruction.strip()}\n"
         "The current head and wrist camera images are attached."
     )
+
+
+def instruction_of(messages: list[dict[str, Any]]) -> str:
+    """The instruction of the first user message that carries a task request (the inverse
+    of ``task_request_text``); '' when none does."""
+    for m in messages:
+        if m.get("role") != "user":
+            continue
+        content = m.get("content")
+        texts = [content] if isinstance(content, str) else [
+            p.get("text", "") for p in content or [] if isinstance(p, dict) and p.get("type") == "text"]
+        for text in texts:
+            if TASK_REQUEST_MARKER in text:
+                return text.split(TASK_REQUEST_MARKER, 1)[1].split("\n", 1)[0].strip()
+    return ""

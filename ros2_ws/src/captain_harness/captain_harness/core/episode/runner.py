@@ -181,6 +181,7 @@ def run_episode(
     episode_id: str | None = None,
     on_event: EventCallback | None = None,
     before_request: BeforeRequestHook | None = None,
+    driver_options: dict[str, Any] | None = None,
 ) -> EpisodeOutcome:
     """Run one episode and write its records under ``out_dir``. See the module docstring.
 
@@ -198,6 +199,7 @@ def run_episode(
         before_request: called before every request with (request index, host-only
             snapshot); a returned string ends the episode with that end reason (RL early
             stops). The snapshot stays on the host.
+        driver_options: options for the driver's typed config (``BackendRequest.driver_options``).
     """
     cfg = config or EpisodeConfig()
     out = Path(out_dir)
@@ -234,6 +236,7 @@ def run_episode(
     loop_result = None
     error: str | None = None
     host_success: bool | None = None
+    perturbation: dict[str, Any] = {}
     try:
         session = SandboxSession(recorder.workspace, [], sandbox_cfg, published=recorder.published)
         backend = resolve_factory(backend_factory)(
@@ -244,6 +247,7 @@ def run_episode(
                 workspace=recorder.published,
                 session_workspace=session.session_workspace,
                 episode_id=episode_id,
+                driver_options=dict(driver_options or {}),
             )
         )
         if recorder.mcap is not None and backend.driver is not None:
@@ -251,6 +255,7 @@ def run_episode(
         info = backend.task
         perturb = list((getattr(info, "extra", None) or {}).get("perturb_axes", []))
         recorder.meta["perturb_axes"] = perturb
+        perturbation = dict((getattr(info, "extra", None) or {}).get("perturbation") or {})
         gate = CompletionGate(standards_for(tuple(getattr(info, "goals", ()) or ()), cfg.gate), cfg.gate)
         backend.api.register("finish", gate.primitive(backend.api), physical=False, group="finish")
         task_md = render_task_md(
@@ -349,6 +354,7 @@ def run_episode(
         protections=session.protections.to_dict() if session else {},
         record_dir=str(recorder.episode_dir),
         error=error,
+        perturbation=perturbation,
     )
     try:
         recorder.finalize(outcome.to_dict(), host_success)
@@ -403,12 +409,14 @@ def _worker(job: dict[str, Any]) -> dict[str, Any]:
             init_state=job["init_state"],
             seed=job.get("seed"),
             config=job["config"],
+            driver_options=job.get("driver_options"),
         )
         return outcome.to_dict()
     except Exception as exc:  # one broken episode must not stop the rollout
         return {
             "task": job["task"],
             "init_state": job["init_state"],
+            "seed": job.get("seed"),
             "outcome": "infrastructure_failure",
             "end_reason": "harness_error",
             "error": f"{type(exc).__name__}: {exc}",
@@ -436,6 +444,10 @@ def summarize(outcomes: Sequence[dict[str, Any]], wall_s: float, workers: int) -
         "episodes": len(outcomes),
         "valid_episodes": n,
         "infrastructure_failures": len(outcomes) - n,
+        # randomized starts: official states re-drawn because they gave no layout (each
+        # episode still ran on a built start), and starts that could not be built at all
+        "start_redraws": sum(int((o.get("perturbation") or {}).get("layout_redraws") or 0) for o in outcomes),
+        "starts_not_built": sum(1 for o in outcomes if "LayoutError" in str(o.get("error") or "")),
         "host_success": rate("host_success"),
         "strict_success": rate("strict_success"),
         "false_finish": rate("false_finish"),
@@ -464,11 +476,17 @@ def rollout(
     workers: int = 1,
     config: EpisodeConfig | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    seeds: Sequence[int] | None = None,
+    driver_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run ``episodes`` episodes over the (task, initial state) grid (cycled) in ``workers``
-    processes; returns the summary plus ``outcomes`` (one dict per episode)."""
+    processes; returns the summary plus ``outcomes`` (one dict per episode). With
+    ``seeds`` the grid is (task, seed) random starts instead (``init_state`` -1);
+    ``driver_options`` go to every episode's driver (``BackendRequest.driver_options``)."""
     cfg = config or EpisodeConfig()
-    grid = [(t, s) for t in tasks for s in (states or [-1])]
+    grid: list[tuple[str, int, int | None]] = (
+        [(t, -1, seed) for t in tasks for seed in seeds] if seeds is not None
+        else [(t, s, None) for t in tasks for s in (states or [-1])])
     if not grid:
         raise ValueError("rollout needs at least one task")
     total = episodes if episodes is not None else len(grid)
@@ -477,6 +495,8 @@ def rollout(
         {
             "task": grid[i % len(grid)][0],
             "init_state": grid[i % len(grid)][1],
+            "seed": grid[i % len(grid)][2],
+            "driver_options": dict(driver_options or {}),
             "policy": policy.name,
             "policy_options": dict(policy.options),
             "out_dir": str(out_dir),

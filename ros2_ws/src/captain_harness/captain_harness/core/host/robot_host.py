@@ -28,31 +28,20 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from captain_backends.core.driver import (
-    AdvanceReport,
-    CameraFrame,
-    ForceGuard,
-    JointCommand,
-    LifecycleState,
-    RobotDescription,
-    RobotDriver,
-    RobotState,
-    SimulatedDriver,
-    TaskInfo,
-)
+from captain_backends.core.driver import LifecycleState, RobotDriver, SimulatedDriver, TaskInfo
 from captain_backends.core.errors import BackendError
 from captain_backends.core.registry import available_drivers, driver_class
 from captain_harness.core.api import RobotAPI
 from captain_harness.core.budget import Budget, BudgetLimits
 from captain_harness.core.errors import HarnessError
+from captain_harness.core.host.call_specs import describe_calls
+from captain_harness.core.host.locked_driver import DriverThread, LockedDriver
 from captain_harness.core.motion_config import MotionConfig
 from captain_harness.core.results import CallOutcome, FailureCategory, fail, format_receipt
-from captain_harness.nodes.call_specs import describe_calls
 
 #: Budget of the harness's own API: the episode budget is kept by whoever runs the
 #: episode (the in-process runner, or the remote ``robot`` client); the harness never
@@ -98,144 +87,6 @@ class HostSettings:
     motion: MotionConfig = field(default_factory=MotionConfig)
 
 
-class DriverThread:
-    """One long-lived thread for the driver calls that are bound to the thread that made
-    them: building, configuring, resetting and shutting a driver down, and rendering its
-    cameras. An offscreen GL (EGL) context stays current in the thread that created it,
-    so a renderer built in one thread cannot render from another; doing all of these on
-    this thread keeps every driver's renderer usable whatever thread asks for a frame."""
-
-    def __init__(self, name: str = "captain_driver") -> None:
-        self._thread: threading.Thread | None = None
-        self._closed = False
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name, initializer=self._mark)
-
-    def _mark(self) -> None:
-        self._thread = threading.current_thread()
-
-    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """``fn(*args, **kwargs)`` on the driver thread; its result or exception."""
-        if threading.current_thread() is self._thread or self._closed:
-            return fn(*args, **kwargs)
-        return self._pool.submit(fn, *args, **kwargs).result()
-
-    def close(self) -> None:
-        """Let the thread end once its queued calls are done (later calls run inline)."""
-        self._closed = True
-        self._pool.shutdown(wait=False)
-
-
-class LockedDriver(RobotDriver):
-    """A driver behind one re-entrant lock: every method of the wrapped driver runs
-    under it, so threads (a motion, sensor publishers, services) interleave between
-    driver calls, never inside one. Lifecycle transitions, resets and camera captures
-    also run on the host's ``DriverThread`` (renderers are bound to a thread). Other
-    attributes are forwarded."""
-
-    def __init__(self, inner: RobotDriver, thread: DriverThread, sim_speed: float = 0.0) -> None:
-        super().__init__()
-        self.inner = inner
-        self.thread = thread
-        self.lock = threading.RLock()
-        self.simulated = inner.simulated
-        self.control_period_s = inner.control_period_s
-        #: a simulated driver advances at most this many times real time (0: unpaced)
-        self.sim_speed = float(sim_speed) if inner.simulated else 0.0
-        self._pace_origin: tuple[float, float] | None = None  # (wall s, driver s) of the pacing reference
-        self._driver_s = 0.0
-
-    def __getattr__(self, name: str) -> Any:
-        inner = self.__dict__.get("inner")
-        if inner is None:
-            raise AttributeError(name)
-        return getattr(inner, name)
-
-    def _on_thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        def locked() -> Any:
-            with self.lock:
-                return fn(*args, **kwargs)
-
-        return self.thread.run(locked)
-
-    @property
-    def lifecycle_state(self) -> LifecycleState:
-        """The wrapped driver's lifecycle state."""
-        return self.inner.lifecycle_state
-
-    def configure(self) -> None:
-        self._on_thread(self.inner.configure)
-        self.control_period_s = self.inner.control_period_s
-
-    def activate(self) -> None:
-        self._on_thread(self.inner.activate)
-
-    def deactivate(self) -> None:
-        self._on_thread(self.inner.deactivate)
-
-    def shutdown(self) -> None:
-        self._on_thread(self.inner.shutdown)
-
-    def description(self) -> RobotDescription:
-        with self.lock:
-            return self.inner.description()
-
-    def camera_names(self) -> tuple[str, ...]:
-        with self.lock:
-            return self.inner.camera_names()
-
-    def read_state(self) -> RobotState:
-        with self.lock:
-            return self.inner.read_state()
-
-    def capture(self, names: tuple[str, ...] | None = None) -> dict[str, CameraFrame]:
-        return self._on_thread(self.inner.capture, names)
-
-    def send_command(self, command: JointCommand) -> JointCommand:
-        with self.lock:
-            return self.inner.send_command(command)
-
-    def advance(self, guard: ForceGuard | None = None) -> AdvanceReport:
-        with self.lock:
-            report = self.inner.advance(guard)
-        if self.sim_speed > 0.0:
-            self._pace(float(report.duration_s))
-        return report
-
-    def _pace(self, duration_s: float) -> None:
-        """Sleep (outside the lock) so driver time runs at most ``sim_speed`` times the wall
-        clock; after a pause longer than 0.5 s the reference restarts instead of bursting."""
-        now = time.monotonic()
-        self._driver_s += duration_s
-        if self._pace_origin is None:
-            self._pace_origin = (now, self._driver_s - duration_s)
-        wall0, driver0 = self._pace_origin
-        due = wall0 + (self._driver_s - driver0) / self.sim_speed
-        if now - due > 0.5:
-            self._pace_origin = (now, self._driver_s)
-        elif due > now:
-            time.sleep(due - now)
-
-    def hold(self) -> JointCommand:
-        with self.lock:
-            return self.inner.hold()
-
-    # simulated drivers only
-    def reset(self, seed: int | None = None, init_state: int | None = None) -> TaskInfo:
-        return self._on_thread(self.inner.reset, seed=seed, init_state=init_state)
-
-    def task_info(self) -> TaskInfo:
-        with self.lock:
-            return self.inner.task_info()
-
-    def check_success(self) -> bool:
-        with self.lock:
-            return bool(self.inner.check_success())
-
-    def snapshot(self) -> Any:
-        with self.lock:
-            return self.inner.snapshot()
-
-
 def task_string(driver: str, task: str) -> str:
     """The ``<suite>/<task>`` name of a driver's task, as episodes name it
     (``tabletop`` + ``cube_on_plate`` -> ``tabletop/cube_on_plate``; LIBERO tasks are
@@ -245,15 +96,24 @@ def task_string(driver: str, task: str) -> str:
     return task if "/" in task else f"{driver}/{task}"
 
 
+def _driver_class(name: str) -> type[RobotDriver]:
+    """The driver class registered as ``name``.
+
+    Raises:
+        HostError: no such driver; the message lists the registered ones.
+    """
+    try:
+        return driver_class(name)
+    except BackendError as exc:
+        raise HostError(f"{exc}; set the harness parameter 'driver' to one of: {', '.join(available_drivers())}"
+                        ) from exc
+
+
 def _construct(name: str, options: dict[str, Any], extra: dict[str, Any]) -> RobotDriver:
     """Construct a registered driver: the episode's options (task, start state) where its
     typed config declares them, and every option of ``extra`` (the driver refuses an
     unknown one with the list of valid ones)."""
-    try:
-        cls = driver_class(name)
-    except BackendError as exc:
-        raise HostError(f"{exc}; set the harness parameter 'driver' to one of: {', '.join(available_drivers())}"
-                        ) from exc
+    cls = _driver_class(name)
     accepted = cls.config_keys()
     return cls(**{k: v for k, v in options.items() if k in accepted}, **extra)
 
@@ -296,7 +156,7 @@ class RobotHost:
         if seed >= 0:
             options["seed"] = seed
         extra = dict(s.driver_options) if driver == s.driver else {}
-        accepted = driver_class(driver).config_keys()
+        accepted = _driver_class(driver).config_keys()
         if "image_size_px" in accepted and "image_size_px" not in extra:
             extra["image_size_px"] = s.image_size_px
         if "config" in accepted and s.driver_config_path and "config" not in extra:
@@ -535,11 +395,20 @@ class RobotHost:
         driver = self.driver
         if driver is None:
             return self.settings.driver
-        for name in available_drivers():
-            with contextlib.suppress(Exception):
-                if driver_class(name) is type(driver.inner):
-                    return name
-        return type(driver.inner).__name__
+        cls = type(driver.inner)
+        # Looked up once per driver class: scanning the installed distributions' entry points
+        # takes tens to hundreds of ms, and diagnostics ask for the name every second (a timer
+        # callback that slow overruns its period and keeps rclpy's executor busy).
+        # Only a match is kept: a lookup that failed (e.g. an entry point still being imported
+        # by another thread) is tried again next time.
+        cache: dict[type, str] = self.__dict__.setdefault("_driver_names", {})
+        if cls not in cache:
+            for name in available_drivers():
+                with contextlib.suppress(Exception):
+                    if driver_class(name) is cls:
+                        cache[cls] = name
+                        break
+        return cache.get(cls, cls.__name__)
 
     def describe(self) -> dict[str, Any]:
         """``robot``, ``driver``, ``names`` and ``calls`` (see ``call_specs``)."""

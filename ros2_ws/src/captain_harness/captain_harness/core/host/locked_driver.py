@@ -1,0 +1,164 @@
+"""The driver as the host shares it between threads. ROS-free.
+
+``DriverThread`` runs the thread-bound driver calls (building, lifecycle, resets, camera
+renders) on one long-lived thread; ``LockedDriver`` puts one re-entrant lock around every
+driver access and paces a simulated driver to ``sim_speed`` times real time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from captain_backends.core.driver import (
+    AdvanceReport,
+    CameraFrame,
+    ForceGuard,
+    JointCommand,
+    LifecycleState,
+    RobotDescription,
+    RobotDriver,
+    RobotState,
+    TaskInfo,
+)
+
+
+class DriverThread:
+    """One long-lived thread for the driver calls that are bound to the thread that made
+    them: building, configuring, resetting and shutting a driver down, and rendering its
+    cameras. An offscreen GL (EGL) context stays current in the thread that created it,
+    so a renderer built in one thread cannot render from another; doing all of these on
+    this thread keeps every driver's renderer usable whatever thread asks for a frame."""
+
+    def __init__(self, name: str = "captain_driver") -> None:
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name, initializer=self._mark)
+
+    def _mark(self) -> None:
+        self._thread = threading.current_thread()
+
+    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` on the driver thread; its result or exception."""
+        if threading.current_thread() is self._thread or self._closed:
+            return fn(*args, **kwargs)
+        return self._pool.submit(fn, *args, **kwargs).result()
+
+    def close(self) -> None:
+        """Let the thread end once its queued calls are done (later calls run inline)."""
+        self._closed = True
+        self._pool.shutdown(wait=False)
+
+
+class LockedDriver(RobotDriver):
+    """A driver behind one re-entrant lock: every method of the wrapped driver runs
+    under it, so threads (a motion, sensor publishers, services) interleave between
+    driver calls, never inside one. Lifecycle transitions, resets and camera captures
+    also run on the host's ``DriverThread`` (renderers are bound to a thread). Other
+    attributes are forwarded."""
+
+    def __init__(self, inner: RobotDriver, thread: DriverThread, sim_speed: float = 0.0) -> None:
+        super().__init__()
+        self.inner = inner
+        self.thread = thread
+        self.lock = threading.RLock()
+        self.simulated = inner.simulated
+        self.control_period_s = inner.control_period_s
+        #: a simulated driver advances at most this many times real time (0: unpaced)
+        self.sim_speed = float(sim_speed) if inner.simulated else 0.0
+        self._pace_origin: tuple[float, float] | None = None  # (wall s, driver s) of the pacing reference
+        self._driver_s = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        inner = self.__dict__.get("inner")
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
+
+    def _on_thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        def locked() -> Any:
+            with self.lock:
+                return fn(*args, **kwargs)
+
+        return self.thread.run(locked)
+
+    @property
+    def lifecycle_state(self) -> LifecycleState:
+        """The wrapped driver's lifecycle state."""
+        return self.inner.lifecycle_state
+
+    def configure(self) -> None:
+        self._on_thread(self.inner.configure)
+        self.control_period_s = self.inner.control_period_s
+
+    def activate(self) -> None:
+        self._on_thread(self.inner.activate)
+
+    def deactivate(self) -> None:
+        self._on_thread(self.inner.deactivate)
+
+    def shutdown(self) -> None:
+        self._on_thread(self.inner.shutdown)
+
+    def description(self) -> RobotDescription:
+        with self.lock:
+            return self.inner.description()
+
+    def camera_names(self) -> tuple[str, ...]:
+        with self.lock:
+            return self.inner.camera_names()
+
+    def read_state(self) -> RobotState:
+        with self.lock:
+            return self.inner.read_state()
+
+    def capture(self, names: tuple[str, ...] | None = None) -> dict[str, CameraFrame]:
+        return self._on_thread(self.inner.capture, names)
+
+    def send_command(self, command: JointCommand) -> JointCommand:
+        with self.lock:
+            return self.inner.send_command(command)
+
+    def advance(self, guard: ForceGuard | None = None) -> AdvanceReport:
+        with self.lock:
+            report = self.inner.advance(guard)
+        if self.sim_speed > 0.0:
+            self._pace(float(report.duration_s))
+        return report
+
+    def _pace(self, duration_s: float) -> None:
+        """Sleep (outside the lock) so driver time runs at most ``sim_speed`` times the wall
+        clock; after a pause longer than 0.5 s the reference restarts instead of bursting."""
+        now = time.monotonic()
+        self._driver_s += duration_s
+        if self._pace_origin is None:
+            self._pace_origin = (now, self._driver_s - duration_s)
+        wall0, driver0 = self._pace_origin
+        due = wall0 + (self._driver_s - driver0) / self.sim_speed
+        if now - due > 0.5:
+            self._pace_origin = (now, self._driver_s)
+        elif due > now:
+            time.sleep(due - now)
+
+    def hold(self) -> JointCommand:
+        with self.lock:
+            return self.inner.hold()
+
+    # simulated drivers only
+    def reset(self, seed: int | None = None, init_state: int | None = None) -> TaskInfo:
+        return self._on_thread(self.inner.reset, seed=seed, init_state=init_state)
+
+    def task_info(self) -> TaskInfo:
+        with self.lock:
+            return self.inner.task_info()
+
+    def check_success(self) -> bool:
+        with self.lock:
+            return bool(self.inner.check_success())
+
+    def snapshot(self) -> Any:
+        with self.lock:
+            return self.inner.snapshot()
