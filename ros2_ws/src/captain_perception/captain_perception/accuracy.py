@@ -212,11 +212,12 @@ def tail_table(scores: list[ObjectScore], limit_mm: float = 5.0) -> str:
     """Readable list of the objects whose centre or radius error exceeds ``limit_mm`` (and
     the failed calls), worst first, and the count of each cause class among them."""
     tail = sorted([s for s in scores if s.worst_mm > limit_mm], key=lambda s: -s.worst_mm)
+    width = max([len(s.scene) for s in tail] + [5])  # arranged scenes differ only at the end of their key
     lines = [f"measurement tail: {len(tail)} of {len(scores)} objects off by more than {limit_mm:g} mm",
-             f"{'scene':<46} {'camera':<18} {'object':<32} {'centre':>7} {'radius':>7} {'IoU':>5}  cause"]
+             f"{'scene':<{width}} {'camera':<18} {'object':<32} {'centre':>7} {'radius':>7} {'IoU':>5}  cause"]
     for s in tail:
         err = "failed" if s.failed else f"{s.center_err_mm:7.1f} {s.radius_err_mm:7.1f}"
-        lines.append(f"{s.scene[:46]:<46} {s.camera:<18} {s.name[:32]:<32} {err:>15} {s.iou:5.2f}  "
+        lines.append(f"{s.scene:<{width}} {s.camera:<18} {s.name[:32]:<32} {err:>15} {s.iou:5.2f}  "
                      f"{s.cause}{' (' + s.detail + ')' if s.detail else ''}")
     counts = {c: sum(1 for s in tail if s.cause == c) for c in CAUSES}
     lines.append("tail by cause: " + ", ".join(f"{c} {n}" for c, n in counts.items() if n) if tail else

@@ -10,8 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class ChatServer:
     """A chat-completions endpoint that records requests and answers a fixed text."""
 
-    def __init__(self, answer: str, status: int = 200) -> None:
-        self.answer, self.status, self.requests = answer, status, []
+    def __init__(self, answer: str, status: int = 200, raw: bytes | None = None) -> None:
+        """``raw``: send these bytes as the body instead of a chat completion (a broken server)."""
+        self.answer, self.status, self.requests, self.raw = answer, status, [], raw
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -19,7 +20,7 @@ class ChatServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append((self.path, dict(self.headers), body))
                 reply = {"choices": [{"message": {"role": "assistant", "content": outer.answer}}]}
-                data = json.dumps(reply).encode()
+                data = json.dumps(reply).encode() if outer.raw is None else outer.raw
                 self.send_response(outer.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

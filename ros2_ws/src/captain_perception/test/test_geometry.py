@@ -112,3 +112,48 @@ def test_pixel_grid_rectangles_stay_rectangles():
         assert fp.rectangle_size_m[0] == pytest.approx(0.12, abs=4e-3)
     square = np.stack(np.meshgrid(np.arange(0, 0.08, 0.002), np.arange(0, 0.08, 0.002)), -1).reshape(-1, 2)
     assert fit_footprint(square, "box").shape == "rectangle"
+
+
+def _near_half_of_a_flat_bottle(cx: float, a: float, b: float, height: float, n: int = 4000) -> np.ndarray:
+    """Side points of an elliptical bottle (semi-axes a along x, b along y) seen from +x:
+    only the half facing the camera (x > cx) is seen."""
+    t = RNG.uniform(-np.pi / 2, np.pi / 2, n)
+    z = RNG.uniform(0.0, height, n)
+    return np.stack([cx + a * np.cos(t), b * np.sin(t), z], 1)
+
+
+def test_a_tall_object_seen_from_the_side_gets_its_hidden_back():
+    """Only the near half of a flat bottle is seen: its enclosing circle is centred behind
+    the axis; with the camera's position the seen half is mirrored and the centre and
+    radius come out right. A low object (whose top shows its back) is left alone."""
+    pts = _near_half_of_a_flat_bottle(0.6, 0.017, 0.025, 0.12)
+    plain = measure_points(pts, support_z_m=0.0)
+    assert abs(plain.center_m[0] - 0.6) > 0.005  # the error this fixes
+    g = measure_points(pts, support_z_m=0.0, view_xy_m=(1.5, 0.0))
+    assert abs(g.center_m[0] - 0.6) < 0.002 and abs(g.center_m[1]) < 0.002
+    assert abs(g.footprint.radius_m - 0.025) < 0.002
+    low = _near_half_of_a_flat_bottle(0.6, 0.017, 0.025, 0.02)
+    kept = measure_points(low, support_z_m=0.0, view_xy_m=(1.5, 0.0))
+    assert kept.center_m == measure_points(low, support_z_m=0.0).center_m
+
+
+def _box_front(x0: float, size: tuple[float, float, float], bottom: float, n: int = 3000) -> np.ndarray:
+    """A box seen from +x: its top face and its +x wall, bottom at ``bottom``."""
+    lx, ly, lz = size
+    top = np.stack([RNG.uniform(x0 - lx, x0, n), RNG.uniform(-ly / 2, ly / 2, n), np.full(n, bottom + lz)], 1)
+    wall = np.stack([np.full(n, x0), RNG.uniform(-ly / 2, ly / 2, n), RNG.uniform(bottom, bottom + lz, n)], 1)
+    return np.concatenate([top, wall])
+
+
+def test_a_bottom_seen_clear_of_the_surface_is_kept():
+    """A box whose bottom edge stands 11 mm above the table: with table seen under its
+    footprint past that edge, the bottom is its lowest point; with table seen only in
+    front of the edge (the edge hides the contact), the bottom is the table."""
+    pts = _box_front(0.6, (0.04, 0.08, 0.02), 0.011)
+    under = np.stack([RNG.uniform(0.585, 0.598, 50), RNG.uniform(-0.03, 0.03, 50)], 1)
+    in_front = np.stack([RNG.uniform(0.601, 0.604, 50), RNG.uniform(-0.03, 0.03, 50)], 1)
+    seen = measure_points(pts, support_z_m=0.0, floor_xy_m=under)
+    assert abs(seen.bottom_z_m - 0.011) < 0.001
+    hidden = measure_points(pts, support_z_m=0.0, floor_xy_m=in_front)
+    assert hidden.bottom_z_m == 0.0
+    assert measure_points(pts, support_z_m=0.0).bottom_z_m == 0.0

@@ -14,5 +14,9 @@ Modules, by concept:
 * ``detections``: from a detection to its object's pixels, points and geometry;
 * ``tracking``: re-finding an object in a newer observation;
 * ``robot_state``: the robot state captured with each observation;
-* ``primitives``: ``Perception``, the policy-facing ``@primitive`` calls.
+* ``perception_base``: configuration, the self-filter's use and helpers shared by the calls;
+* ``self_filter``: the robot's own pixels in a frame, from its kinematic model;
+* ``observing`` / ``selection`` / ``measuring``: the policy-facing ``@primitive`` calls by
+  concept (observe and mark/segment/point; select and track; measurements);
+* ``primitives``: ``Perception``, which puts the calls together, and the entry point's ``build``.
 """

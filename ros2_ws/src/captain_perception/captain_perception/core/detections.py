@@ -17,7 +17,12 @@ import numpy as np
 
 from captain_perception.core.backproject import project_points
 from captain_perception.core.errors import NothingFoundError
-from captain_perception.core.geometry import ObjectGeometry, measure_points, surrounding_support_z
+from captain_perception.core.geometry import (
+    ObjectGeometry,
+    floor_next_to_bottom,
+    measure_points,
+    surrounding_support_z,
+)
 from captain_perception.core.region import RegionParams, grow_region
 from captain_perception.core.store import Detection, MaskCrop, Observation
 
@@ -26,12 +31,14 @@ CAMERA_CHOICES = ("primary", "all")
 
 @dataclass(frozen=True)
 class ObjectView:
-    """The object's pixels in one camera: ``mask`` (H, W) and its base-frame ``points`` (N, 3)."""
+    """The object's pixels in one camera: ``mask`` (H, W) and its base-frame ``points`` (N, 3);
+    ``floor_xy_m``: surface points seen next to its lowest pixels (``floor_next_to_bottom``)."""
 
     camera: str
     mask: np.ndarray
     points: np.ndarray
     support_z_m: float | None
+    floor_xy_m: np.ndarray | None = None
 
 
 def detection_mask(obs: Observation, det: Detection, params: RegionParams) -> np.ndarray:
@@ -60,8 +67,9 @@ def object_views(obs: Observation, det: Detection, params: RegionParams, cameras
     if len(pts) == 0:
         raise NothingFoundError(f"{det.detection_id}: its region has no depth; mark the object again")
     lowest = float(np.percentile(pts[:, 2], 0.3))
-    views = [ObjectView(det.camera, mask, pts,
-                        surrounding_support_z(cloud.points_base, mask, lowest, fallback_z_m=cloud.table_height_m()))]
+    support = surrounding_support_z(cloud.points_base, mask, lowest, fallback_z_m=cloud.table_height_m())
+    views = [ObjectView(det.camera, mask, pts, support,
+                        floor_next_to_bottom(cloud.points_base, mask, lowest, support))]
     if cameras != "all":
         return views
     for name in obs.frames:
@@ -106,7 +114,8 @@ def _view_in_camera(obs: Observation, camera: str, pts: np.ndarray, params: Regi
         return None
     lowest = float(np.percentile(mpts[:, 2], 0.3))
     support = surrounding_support_z(cloud.points_base, region.mask, lowest, fallback_z_m=cloud.table_height_m())
-    return ObjectView(camera, region.mask, mpts, support)
+    return ObjectView(camera, region.mask, mpts, support,
+                      floor_next_to_bottom(cloud.points_base, region.mask, lowest, support))
 
 
 def measure_detection(obs: Observation, det: Detection, params: RegionParams, *, shape: str = "box",
@@ -116,7 +125,14 @@ def measure_detection(obs: Observation, det: Detection, params: RegionParams, *,
     pts = np.concatenate([v.points for v in views])
     supports = [v.support_z_m for v in views if v.support_z_m is not None]
     support = supports[0] if supports else None
-    return measure_points(pts, support_z_m=support, shape=shape, cameras=tuple(v.camera for v in views))
+    floors = [v.floor_xy_m for v in views if v.floor_xy_m is not None]
+    floor = np.concatenate(floors) if floors else None
+    view = None
+    if len(views) == 1:
+        cam = obs.cloud(views[0].camera).camera_position_base
+        view = (float(cam[0]), float(cam[1]))
+    return measure_points(pts, support_z_m=support, shape=shape, cameras=tuple(v.camera for v in views),
+                          floor_xy_m=floor, view_xy_m=view)
 
 
 def mask_outline_uv(mask: np.ndarray, max_vertices: int = 24) -> list[list[float]]:

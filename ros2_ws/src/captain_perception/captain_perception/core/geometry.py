@@ -23,6 +23,23 @@ From the points of an object's region (one or several cameras) this module estim
 * **resting**: whether the object's lowest point sits on the surface around it
   (``resting_gap_m`` = lowest object point minus the height of the surrounding surface
   below it).
+
+The bottom of a resting object is normally hidden (the camera looks down on it), so
+``bottom_z_m`` is the supporting surface. One case is told apart: an object whose
+bottom edge is *seen* standing clear of the surface. Its lowest points lie on the
+outline of its footprint (a vertical wall down to its bottom, unlike a bowl, whose
+lowest visible points lie inside the rim's outline), and the camera sees the surface
+right past that edge *under* the footprint (``floor_xy_m``: surface points next to the
+lowest points in the image). Its bottom is then its lowest point. When surface is
+seen only at the outline of a wall's foot (a camera looking down past the object's
+side), the bottom is hidden behind the object and is taken at that surface, up to a
+gap of ``HIDDEN_BOTTOM_MAX_M``; ``resting`` still follows the seen gap (an object held
+above a surface and seen from straight above looks the same).
+
+A tall object seen from the side shows only its near half: ``view_xy_m`` (the camera's
+position) lets the footprint be completed by mirroring the seen half about its widest
+section across the line of sight, when the outline reaches far less behind that section
+than in front of it (``HIDDEN_BACK_RATIO``).
 """
 
 from __future__ import annotations
@@ -42,6 +59,26 @@ SHAPES = ("box", "cylinder", "auto")
 RESTING_TOLERANCE_M = 0.015
 #: Fewest 3-D points for a measurement.
 MIN_POINTS = 20
+#: Height (m) above the lowest point of the band of points that make an object's bottom edge.
+BOTTOM_BAND_M = 0.004
+#: Largest median distance (m) of the bottom edge's points from the footprint's outline
+#: for the edge to be the foot of a vertical wall.
+WALL_OUTLINE_M = 0.003
+#: How far (m) inside the footprint's outline a surface point must be seen to show a gap
+#: under the object, and how many such points prove it.
+UNDER_DEPTH_M = 0.002
+UNDER_MIN_POINTS = 5
+UNDER_MIN_SHARE = 0.25
+UNDER_BEYOND_EDGE_M = 0.005
+#: Largest gap (m) down to the surface that an object's own walls may hide from the
+#: camera (seen from above, its bottom edge is behind it).
+HIDDEN_BOTTOM_MAX_M = 0.045
+#: An outline that reaches behind its widest section (seen from the camera) less than this
+#: share of how far it reaches in front of it has a hidden back.
+HIDDEN_BACK_RATIO = 0.5
+#: Share of an object's height, from its lowest point, whose points decide whether its back
+#: is hidden (a bottle's narrower shoulder, neck and cap above are left out).
+BODY_SHARE = 0.6
 
 
 @dataclass(frozen=True)
@@ -127,7 +164,8 @@ class ObjectGeometry:
 
 
 def measure_points(points_base: np.ndarray, *, support_z_m: float | None = None, shape: str = "box",
-                   cameras: tuple[str, ...] = ()) -> ObjectGeometry:
+                   cameras: tuple[str, ...] = (), floor_xy_m: np.ndarray | None = None,
+                   view_xy_m: tuple[float, float] | None = None) -> ObjectGeometry:
     """Geometry of an object from its base-frame points (N, 3) (see the module docstring).
 
     Args:
@@ -136,6 +174,11 @@ def measure_points(points_base: np.ndarray, *, support_z_m: float | None = None,
         shape: ``"box"`` (oriented-box extents; footprint shape from the outline),
             ``"auto"`` (extents from the footprint's fit) or ``"cylinder"`` (circle).
         cameras: names of the cameras the points came from (reported back).
+        floor_xy_m: (M, 2) base-frame x, y of supporting-surface points seen next to the
+            object's lowest points (``floor_next_to_bottom``), or None; a gap seen under
+            a wall keeps the bottom at the lowest point (see the module docstring).
+        view_xy_m: base-frame x, y of the camera that saw all the points, or None;
+            completes the footprint of a tall object whose back is hidden (module docstring).
 
     Raises:
         NothingFoundError: fewer than ``MIN_POINTS`` valid points.
@@ -148,12 +191,21 @@ def measure_points(points_base: np.ndarray, *, support_z_m: float | None = None,
     z = pts[:, 2]
     top = float(np.percentile(z, 99.7))
     lowest = float(np.percentile(z, 0.3))
-    footprint = fit_footprint(pts[:, :2], shape)
+    xy = pts[:, :2]
+    if view_xy_m is not None:
+        # a tall object: its top does not show its back; the body below a narrower top (a
+        # bottle's shoulder, neck and cap) decides whether the back is hidden
+        body = pts[z <= lowest + BODY_SHARE * (top - lowest)]
+        xy = complete_hidden_back(xy, view_xy_m, body[:, :2] if len(body) >= MIN_POINTS else None,
+                                  min_height_m=top - lowest)
+    footprint = fit_footprint(xy, shape)
 
     gap = None if support_z_m is None else lowest - float(support_z_m)
     bottom = lowest
-    if gap is not None and gap <= RESTING_TOLERANCE_M:
-        bottom = min(lowest, float(support_z_m)) if gap > 0 else lowest
+    if gap is not None and gap > 0:
+        seen = _bottom_evidence(pts, lowest, floor_xy_m) if gap <= HIDDEN_BOTTOM_MAX_M else ""
+        if (gap <= RESTING_TOLERANCE_M and seen != "gap") or seen == "hidden":
+            bottom = float(support_z_m)
     height = max(top - bottom, 0.0)
     cx, cy = footprint.center_xy_m
     if footprint.shape == "circle" and shape != "box":
@@ -174,6 +226,76 @@ def measure_points(points_base: np.ndarray, *, support_z_m: float | None = None,
         point_count=len(pts),
         cameras=tuple(cameras),
     )
+
+
+def complete_hidden_back(xy: np.ndarray, view_xy_m: tuple[float, float], body_xy: np.ndarray | None = None,
+                         min_height_m: float = math.inf) -> np.ndarray:
+    """The footprint points (N, 2) with the hidden back half added when it is hidden.
+
+    Along the horizontal line of sight from ``view_xy_m``, the widest section of the
+    outline (the mean depth of its two outermost points across the line of sight) is where
+    the camera's view grazes the object's sides. A body seen whole reaches about as far
+    behind that section as in front of it; one whose back reaches less than
+    ``HIDDEN_BACK_RATIO`` of its front is completed with the mirror image of the seen points
+    about the section. ``body_xy`` (default: ``xy``) are the points that decide, and only
+    an object taller (``min_height_m``, its height) than the outline is wide across the
+    line of sight is completed (a lower one shows its back from above). Otherwise the
+    points are returned unchanged.
+    """
+    xy = np.asarray(xy, dtype=np.float64)
+    body = xy if body_xy is None else np.asarray(body_xy, dtype=np.float64)
+    centre = body.mean(axis=0)
+    d = centre - np.asarray(view_xy_m, dtype=np.float64)
+    norm = float(np.hypot(*d))
+    if norm < 1e-6 or len(xy) < MIN_POINTS:
+        return xy
+    d /= norm
+    e = np.array([-d[1], d[0]])
+    along = (body - centre) @ d
+    across = (body - centre) @ e
+    lo, hi = int(np.argmin(across)), int(np.argmax(across))
+    if across[hi] - across[lo] > min_height_m:
+        return xy
+    section = 0.5 * (along[lo] + along[hi])
+    front = section - float(np.percentile(along, 0.5))
+    back = float(np.percentile(along, 99.5)) - section
+    if front <= 0.0 or back >= HIDDEN_BACK_RATIO * front:
+        return xy
+    seen = body[along < section]
+    mirrored = seen + np.outer(2.0 * (section - along[along < section]), d)
+    return np.concatenate([xy, mirrored])
+
+
+def _bottom_evidence(pts: np.ndarray, lowest: float, floor_xy_m: np.ndarray | None) -> str:
+    """What the surface seen next to the object's lowest points says about its bottom:
+    ``"gap"`` (the bottom edge is seen standing clear of the surface: surface seen under
+    the footprint, see the module docstring), ``"hidden"`` (surface seen only at and
+    around the outline: the bottom edge itself is hidden behind the object), or ``""``
+    (no surface seen next to the lowest points)."""
+    if floor_xy_m is None or len(floor_xy_m) < UNDER_MIN_POINTS:
+        return ""
+    xy = pts[:, :2]
+    origin = xy.mean(axis=0)
+    hull = cv2.convexHull(((xy - origin) * 1000.0).astype(np.float32))
+    band = xy[pts[:, 2] <= lowest + BOTTOM_BAND_M]
+    if len(band) < UNDER_MIN_POINTS:
+        return ""
+
+    def inside_mm(p: np.ndarray) -> np.ndarray:
+        local = (p - origin) * 1000.0
+        return np.array([cv2.pointPolygonTest(hull, (float(a), float(b)), True) for a, b in local])
+
+    band = band[:: max(1, len(band) // 200)]
+    edge = float(np.median(inside_mm(band)))
+    floor = np.asarray(floor_xy_m, dtype=np.float64).reshape(-1, 2)
+    floor = floor[:: max(1, len(floor) // 200)]
+    # the foot of a wall: surface seen inside the outline at all; a bottom edge inside the
+    # outline (a mug's or a basket's foot): surface seen well beyond that edge
+    depth = UNDER_DEPTH_M if edge <= WALL_OUTLINE_M * 1000.0 else edge * 1e-3 + UNDER_BEYOND_EDGE_M
+    under = inside_mm(floor) > depth * 1000.0
+    if int(under.sum()) >= UNDER_MIN_POINTS and float(under.mean()) >= UNDER_MIN_SHARE:
+        return "gap"
+    return "hidden" if edge <= WALL_OUTLINE_M * 1000.0 else ""
 
 
 def fit_footprint(xy: np.ndarray, shape: str = "box", outline_rule: str = "fill") -> Footprint:
@@ -351,3 +473,31 @@ def surrounding_support_z(points_base: np.ndarray, mask: np.ndarray, lowest_z_m:
     if len(z) < 10:
         return fallback_z_m
     return float(np.percentile(z, 90))
+
+
+def floor_next_to_bottom(points_base: np.ndarray, mask: np.ndarray, lowest_z_m: float, support_z_m: float | None,
+                         ring_px: int = 3) -> np.ndarray | None:
+    """Base-frame x, y (M, 2) of supporting-surface pixels next to the object's lowest pixels.
+
+    The lowest pixels are the mask's points within ``BOTTOM_BAND_M`` of ``lowest_z_m``;
+    their neighbours within ``ring_px`` outside the mask that lie on the support
+    (within ``BOTTOM_BAND_M`` of ``support_z_m``) are returned (None without a support).
+    """
+    if support_z_m is None:
+        return None
+    ys, xs = np.nonzero(mask)
+    if len(xs) == 0:
+        return None
+    h, w = mask.shape
+    y0, y1 = max(0, ys.min() - ring_px - 1), min(h, ys.max() + ring_px + 2)
+    x0, x1 = max(0, xs.min() - ring_px - 1), min(w, xs.max() + ring_px + 2)
+    crop = mask[y0:y1, x0:x1]
+    P = points_base[y0:y1, x0:x1]
+    z = P[..., 2]
+    low = crop & np.isfinite(z) & (z <= lowest_z_m + BOTTOM_BAND_M)
+    if not low.any():
+        return None
+    k = 2 * ring_px + 1
+    near = cv2.dilate(low.astype(np.uint8), np.ones((k, k), np.uint8)).astype(bool) & ~crop
+    near &= np.isfinite(z) & (np.abs(z - float(support_z_m)) <= BOTTOM_BAND_M)
+    return P[near][:, :2].astype(np.float64)

@@ -41,8 +41,10 @@ class SupportPlane:
 class FrameCloud:
     """Point cloud and colour of one camera frame (see the module docstring)."""
 
-    def __init__(self, frame: CameraFrame) -> None:
+    def __init__(self, frame: CameraFrame, exclude: np.ndarray | None = None) -> None:
         self.frame = frame
+        #: (H, W) bool pixels left out of the cloud (no depth), e.g. the robot's own; or None
+        self.exclude = exclude
         self.height, self.width = frame.depth_m.shape[:2]
         self.K = np.asarray(frame.K, dtype=float)
         self.T_base_camera = np.asarray(frame.T_base_camera, dtype=float)
@@ -56,9 +58,11 @@ class FrameCloud:
 
     @cached_property
     def depth_m(self) -> np.ndarray:
-        """Depth with invalid values (0, negative, inf) set to NaN, float32, metres."""
+        """Depth with invalid values (0, negative, inf) and excluded pixels set to NaN, float32, metres."""
         d = np.asarray(self.frame.depth_m, dtype=np.float32).copy()
         d[~(np.isfinite(d) & (d > 0))] = np.nan
+        if self.exclude is not None:
+            d[self.exclude] = np.nan
         return d
 
     @cached_property
@@ -202,7 +206,8 @@ def normal_planes(planes: np.ndarray, camera_position: np.ndarray, smooth_px: in
         inv = np.float32(1.0) / np.sqrt(nx * nx + ny * ny + nz * nz)
     inv = np.where(facing < 0, -inv, inv)
     inv = np.where(valid[1:-1, 1:-1], inv, np.float32(np.nan))
-    n[0, 1:-1, 1:-1] = nx * inv
-    n[1, 1:-1, 1:-1] = ny * inv
-    n[2, 1:-1, 1:-1] = nz * inv
+    with np.errstate(invalid="ignore"):  # 0 * inf beside excluded pixels: NaN, undefined
+        n[0, 1:-1, 1:-1] = nx * inv
+        n[1, 1:-1, 1:-1] = ny * inv
+        n[2, 1:-1, 1:-1] = nz * inv
     return n

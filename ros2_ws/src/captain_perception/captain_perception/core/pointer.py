@@ -85,8 +85,9 @@ class PointingClient:
         if not cfg.configured:
             raise BackendUnavailableError(
                 "point() needs a pointing model (Molmo2 in the paper) behind an OpenAI-compatible endpoint; "
-                "none is configured: set the perception pointer base_url and model (e.g. a vLLM server "
-                "'http://localhost:8001/v1' serving 'allenai/Molmo2-8B'), or use mark_point() on a pixel you "
+                "none is configured: set CAPTAIN_POINTER_BASE_URL and CAPTAIN_POINTER_MODEL (in-process; on the "
+                "perception node its parameters pointer_base_url and pointer_model), e.g. a vLLM server "
+                "'http://localhost:8001/v1' serving 'allenai/Molmo2-8B'; or use mark_point() on a pixel you "
                 "chose, or segment()")
         h, w = rgb.shape[:2]
         payload = {
@@ -112,8 +113,8 @@ class PointingClient:
             raise BackendUnavailableError(f"the pointing endpoint {url} answered HTTP {exc.code}: {detail}") from exc
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
             raise BackendUnavailableError(
-                f"the pointing endpoint {url} cannot be reached ({exc}); check that the server runs and "
-                "base_url ends with /v1") from exc
+                f"the pointing endpoint {url} cannot be reached ({exc}); check that the server runs and that "
+                "CAPTAIN_POINTER_BASE_URL (node: pointer_base_url) is its API root, ending with /v1") from exc
         except json.JSONDecodeError as exc:
             raise BackendUnavailableError(f"the pointing endpoint {url} did not return JSON ({exc})") from exc
         latency = time.monotonic() - started

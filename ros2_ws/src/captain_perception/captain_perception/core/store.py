@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,8 @@ class Observation:
         frames: camera name -> ``CameraFrame`` (base-frame camera poses).
         robot_state: the policy-facing robot state dict captured with the frames.
         images: camera name -> image file name relative to the workspace.
+        robot_masker: camera name -> the robot's own pixels in that frame (the
+            self-filter), or None.
     """
 
     handle: str
@@ -43,12 +46,22 @@ class Observation:
     frames: dict[str, CameraFrame]
     robot_state: dict[str, Any]
     images: dict[str, str]
+    robot_masker: Callable[[str], np.ndarray | None] | None = field(default=None, repr=False)
     _clouds: dict[str, FrameCloud] = field(default_factory=dict, repr=False)
+    _robot_masks: dict[str, np.ndarray | None] = field(default_factory=dict, repr=False)
+
+    def robot_mask(self, camera: str) -> np.ndarray | None:
+        """(H, W) bool: the robot's own pixels in one camera (computed once, on first use),
+        or None when no self-filter is configured."""
+        if camera not in self._robot_masks:
+            self._robot_masks[camera] = None if self.robot_masker is None else self.robot_masker(camera)
+        return self._robot_masks[camera]
 
     def cloud(self, camera: str) -> FrameCloud:
-        """The (cached) point cloud of one camera of this observation."""
+        """The (cached) point cloud of one camera of this observation, without the robot's
+        own pixels (``robot_mask``)."""
         if camera not in self._clouds:
-            self._clouds[camera] = FrameCloud(self.frames[camera])
+            self._clouds[camera] = FrameCloud(self.frames[camera], exclude=self.robot_mask(camera))
         return self._clouds[camera]
 
 
@@ -149,12 +162,13 @@ class PerceptionStore:
         return self._next_observation
 
     def add_observation(self, frames: dict[str, CameraFrame], robot_state: dict[str, Any],
-                        images: dict[str, str]) -> Observation:
+                        images: dict[str, str],
+                        robot_masker: Callable[[str], np.ndarray | None] | None = None) -> Observation:
         """Keep a new observation; the oldest one is dropped past ``max_observations``."""
         k = self._next_observation
         self._next_observation += 1
         obs = Observation(handle=f"obs_{k}", index=k, frames=dict(frames), robot_state=dict(robot_state),
-                          images=dict(images))
+                          images=dict(images), robot_masker=robot_masker)
         self._observations[k] = obs
         for old in [i for i in self._observations if i <= k - self.max_observations]:
             del self._observations[old]

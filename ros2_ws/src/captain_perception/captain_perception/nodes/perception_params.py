@@ -14,6 +14,28 @@ SCHEMA: tuple[ParamSpec, ...] = (
               min_value=0.1, max_value=3600.0),
     ParamSpec("discovery_period_s", float, 0.5, "how often the harness is asked for its calls until it answers",
               unit="s", min_value=0.05, max_value=60.0),
+    ParamSpec("proxy", bool, True,
+              "serve the harness's perception and measurement calls as services (forwarded to its robot_call); "
+              "false: a perception server only (its READY line does not wait for a harness)"),
+    ParamSpec("serve", bool, True,
+              "serve the segmentation and pointing backends (perception/perceive action, perception/perceive_frame "
+              "and perception/describe services) to the harnesses' remote perception clients"),
+    ParamSpec("segmenter", str, "classical", "the segmenter served: classical (CPU, no weights) or sam3",
+              choices=("classical", "sam3")),
+    ParamSpec("sam3_weights_path", str, "", "local SAM 3 weights folder (segmenter sam3); empty: not configured"),
+    ParamSpec("sam3_device", str, "cpu", "torch device of SAM 3, e.g. cuda or cpu"),
+    ParamSpec("pointer_base_url", str, "",
+              "OpenAI-compatible endpoint of the pointing model (e.g. http://localhost:8001/v1); empty: none"),
+    ParamSpec("pointer_model", str, "", "the pointing model's name at that endpoint (e.g. allenai/Molmo2-8B)"),
+    ParamSpec("queue_size", int, 8, "requests held at once (waiting plus running); more are refused as overloaded",
+              min_value=1, max_value=64),
+    ParamSpec("workers", int, 1, "requests run at once (1 for one GPU model)", min_value=1, max_value=16),
+    ParamSpec("request_timeout_s", float, 30.0,
+              "a request's timeout (queue wait plus run time) when it sets none", unit="s",
+              min_value=0.1, max_value=600.0),
+    ParamSpec("autostart", bool, True,
+              "take the managed node through configure and activate as it starts; false: it stays unconfigured "
+              "until a lifecycle manager (lifecycle_msgs ChangeState) configures and activates it"),
     ParamSpec("diagnostics_rate_hz", float, 1.0, "rate of diagnostic_msgs/DiagnosticArray on diagnostics",
               unit="Hz", min_value=0.1, max_value=50.0),
 )

@@ -12,6 +12,11 @@
    prompt (a clear size mismatch, too little of a named colour) are refused, so a
    prompt for something absent fails with a list of what was seen instead of
    returning a wrong object.
+4. **Relations**: when the prompt names a spatial relation ("between the plate and
+   the ramekin", "next to the cookie box", "on the left", ``relations.py``), the
+   named references are grounded among the other candidates of the same frame and each
+   candidate's score is multiplied by how well the relation holds for it; a relation
+   only ranks, it never refuses a candidate the words of the head phrase accept.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from captain_perception.core.region import RegionParams, frame_pieces
 from captain_perception.core.segmenters.base import Segment, Segmenter
 from captain_perception.core.segmenters.colours import dominant_names, name_shares, word_share
 from captain_perception.core.segmenters.lexicon import PRIORS, NounPrior, ParsedPrompt, parse_prompt
+from captain_perception.core.segmenters.relations import BINARY_KINDS, Place, binary_fit, extreme_fit, view_axes
 
 #: Smallest share of an object's pixels that must carry a named colour.
 MIN_COLOUR_SHARE = 0.12
@@ -113,6 +119,10 @@ class ClassicalSegmenter(Segmenter):
     def _candidates(self, cloud: FrameCloud) -> list[Candidate]:
         labels, support_mask, table = frame_pieces(cloud, self.region_params)
         table_hull = _support_hull(cloud.points_base, support_mask)
+        if table_hull is not None:
+            mom = cv2.moments(table_hull)
+            if mom["m00"] > 0:
+                cloud.cache["classical_table_xy"] = (mom["m10"] / mom["m00"], mom["m01"] / mom["m00"])
         out: list[Candidate] = []
         slices = ndimage.find_objects(labels)
         pts_all = cloud.points_base
@@ -171,8 +181,8 @@ class ClassicalSegmenter(Segmenter):
             known = ", ".join(sorted(PRIORS))
             raise NothingFoundError(
                 f"the classical segmenter cannot ground {text!r}: it knows colour words and the nouns {known}; "
-                "name the object by colour and one of these nouns, mark_point on it, or configure the SAM 3 "
-                "backend")
+                "name the object by colour and one of these nouns, mark_point on it, or use SAM 3 "
+                "(CAPTAIN_SEGMENTER=sam3 with CAPTAIN_SAM3_WEIGHTS; node: segmenter:=sam3, sam3_weights_path)")
         cands = self.candidates(cloud)
         scored = []
         for c in cands:
@@ -184,6 +194,8 @@ class ClassicalSegmenter(Segmenter):
             wanted = " ".join([*prompt.colours, prompt.noun_words or "object"])
             raise NothingFoundError(
                 f"no {wanted!r} in {cloud.frame.name}: seen {len(cands)} object(s): {seen}"[:600])
+        if prompt.relation is not None:
+            scored = _apply_relation(scored, cands, prompt, cloud)
         scored.sort(key=lambda t: -t[0])
         label = " ".join([*prompt.colours, prompt.noun_words]).strip() or text
         return [Segment(mask=c.mask, score=float(s), label=label, evidence=ev)
@@ -260,3 +272,84 @@ def _score(c: Candidate, prompt: ParsedPrompt, prior: NounPrior | None) -> tuple
             return 0.0, evidence
         score *= min(1.0, 0.6 + share)
     return float(score), evidence
+
+
+def _place(c: Candidate) -> Place:
+    return Place(xy=np.array(c.centre_m[:2], float), top_z=float(c.centre_m[2]),
+                 bottom_z=float(c.centre_m[2] - c.height_m), size=float(c.size_m))
+
+
+def _references(cands: list[Candidate], phrase: str) -> list[tuple[float, int]]:
+    """(score, index) of the candidates matching a reference phrase, best first."""
+    ref = parse_prompt(phrase)
+    prior = ref.prior
+    if prior is not None and prior.part_of:  # "the top drawer of the cabinet": the cabinet
+        prior = PRIORS.get(prior.part_of)
+    if prior is None and not ref.colours:
+        return []
+    out = []
+    for i, c in enumerate(cands):
+        score, _ = _score(c, ref, prior)
+        if score >= MIN_SCORE:
+            out.append((score, i))
+    return sorted(out, reverse=True)
+
+
+def _apply_relation(scored: list[tuple[float, Candidate, dict[str, Any]]], cands: list[Candidate],
+                    prompt: ParsedPrompt, cloud: FrameCloud) -> list[tuple[float, Candidate, dict[str, Any]]]:
+    """Scores multiplied by how well each candidate stands in the prompt's relation."""
+    rel = prompt.relation
+    assert rel is not None
+    right, away = view_axes(cloud.T_base_camera)
+    out = []
+    if rel.kind in BINARY_KINDS:
+        refs = {phrase: _references(cands, phrase) for phrase in rel.refs}
+        missing = [p for p, r in refs.items() if not r]
+        tops = sorted(c.centre_m[2] for _, c, _ in scored)
+        for score, c, ev in scored:
+            ev = dict(ev, relation=rel.kind, relation_refs=list(rel.refs))
+            if missing and rel.kind == "on" and len(tops) > 1:
+                # the support is hidden under the object or merged with it: an object standing on
+                # another stands higher than its look-alikes on the table
+                fit = 0.2 + 0.8 * tops.index(c.centre_m[2]) / (len(tops) - 1)
+                ev["relation_note"] = (f"not found in this frame: {', '.join(missing)}; ranked by how high it "
+                                       "stands (on something hidden or merged with it)")
+                ev["relation_fit"] = round(fit, 3)
+                out.append((score * fit, c, ev))
+                continue
+            if missing:
+                ev["relation_note"] = f"not found in this frame: {', '.join(missing)}; ranked by the words alone"
+                out.append((score, c, ev))
+                continue
+            places = []
+            for phrase in rel.refs:
+                # the reference is another object than the candidate itself
+                best = next((i for _, i in refs[phrase] if cands[i] is not c), None)
+                if best is not None:
+                    places.append(_place(cands[best]))
+            if len(places) < len(rel.refs):
+                ev["relation_note"] = "a reference is this object itself; ranked by the words alone"
+                out.append((score, c, ev))
+                continue
+            fit = binary_fit(rel.kind, _place(c), places, right, away)
+            ev["relation_fit"] = round(fit, 3)
+            out.append((score * fit, c, ev))
+        return out
+    if rel.kind == "table_centre":
+        centre = cloud.cache.get("classical_table_xy")
+        for score, c, ev in scored:
+            ev = dict(ev, relation=rel.kind)
+            if centre is None:
+                ev["relation_note"] = "the table is not seen; ranked by the words alone"
+                out.append((score, c, ev))
+                continue
+            d = math.hypot(c.centre_m[0] - centre[0], c.centre_m[1] - centre[1])  # type: ignore[index]
+            fit = math.exp(-((d / 0.15) ** 2))
+            ev["relation_fit"] = round(fit, 3)
+            out.append((score * fit, c, ev))
+        return out
+    places = [_place(c) for _, c, _ in scored]
+    for (score, c, ev), place in zip(scored, places, strict=True):
+        fit = extreme_fit(rel.kind, place, places, right, away)
+        out.append((score * fit, c, dict(ev, relation=rel.kind, relation_fit=round(fit, 3))))
+    return out

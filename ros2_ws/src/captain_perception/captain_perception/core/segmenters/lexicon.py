@@ -8,7 +8,8 @@ separate a plate from a bowl from a cabinet, not one brand of mug from another.
 Prompts are parsed into colour words (see ``colours.py``), material words (noted but
 not checked: a "wooden" cabinet may be painted black), one noun (the last known noun,
 so "bowl next to the plate" names a bowl; multi-word nouns such as "cookie box" are
-matched first) and the remaining words.
+matched first), the remaining words, and the spatial relation the words after the noun
+name (``relations.py``: "between the plate and the ramekin", "on the left", ...).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from captain_perception.core.segmenters.colours import COLOUR_PHRASES, COLOUR_WORDS
+from captain_perception.core.segmenters.relations import Relation, parse_relation
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,8 @@ class ParsedPrompt:
         noun: canonical noun, or "" when none is known.
         noun_words: the words of the prompt that named the noun.
         unknown: words that are neither colours, materials, nouns nor stop words.
+        relation: the spatial relation to other objects or to the table the prompt
+            names ("between the plate and the ramekin"), or None (``relations.py``).
     """
 
     text: str
@@ -120,6 +124,7 @@ class ParsedPrompt:
     noun: str
     noun_words: str
     unknown: tuple[str, ...]
+    relation: Relation | None = None
 
     @property
     def prior(self) -> NounPrior | None:
@@ -142,8 +147,9 @@ def parse_prompt(text: str) -> ParsedPrompt:
         for m in re.finditer(rf"\b{re.escape(key)}\b", head):
             if all(m.end() <= a or m.start() >= b for a, b, _ in taken):
                 taken.append((m.start(), m.end(), key))
+    noun_start, noun_end = 0, 0
     if taken:
-        _, _, key = max(taken)
+        noun_start, noun_end, key = max(taken)
         noun, noun_words = names[key], key
     colours: list[str] = []
     materials: list[str] = []
@@ -167,5 +173,6 @@ def parse_prompt(text: str) -> ParsedPrompt:
             colours.append(colour)
     # a multi-word alias such as "orange juice" is a noun, not a colour
     colours = [c for c in colours if c not in consumed]
+    relation = parse_relation(low[noun_end:].strip(), low[:noun_start].strip()) if noun else None
     return ParsedPrompt(text=text, colours=tuple(dict.fromkeys(colours)), materials=tuple(materials),
-                        noun=noun, noun_words=noun_words, unknown=tuple(unknown))
+                        noun=noun, noun_words=noun_words, unknown=tuple(unknown), relation=relation)

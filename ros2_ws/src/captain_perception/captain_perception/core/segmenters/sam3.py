@@ -81,14 +81,16 @@ class Sam3Segmenter(Segmenter):
         """
         if self.weights_path is None:
             raise BackendUnavailableError(
-                "SAM 3 is not configured: set the perception segmenter to 'sam3' with sam3_weights_path pointing "
-                "to a local SAM 3 checkpoint folder (config.json, model.safetensors and tokenizer files, as "
-                "saved by transformers); segment() uses the classical segmenter otherwise")
+                "SAM 3 is not configured: set CAPTAIN_SAM3_WEIGHTS (in-process; on the perception node its "
+                "parameter sam3_weights_path) to a local SAM 3 checkpoint folder (config.json, model.safetensors "
+                "and tokenizer files, as saved by transformers), or set CAPTAIN_SEGMENTER=classical (node: "
+                "segmenter:=classical) for the classical segmenter")
         path = self.weights_path
         if not path.is_dir():
             raise BackendUnavailableError(
                 f"SAM 3 weights folder {path} does not exist; copy a SAM 3 checkpoint there (nothing is "
-                "downloaded at run time) or unset sam3_weights_path to use the classical segmenter")
+                "downloaded at run time) and set CAPTAIN_SAM3_WEIGHTS (node: sam3_weights_path) to it, or set "
+                "CAPTAIN_SEGMENTER=classical (node: segmenter:=classical)")
         has_hf = (path / "config.json").is_file() and any(path.glob("*.safetensors"))
         has_ref = any(path.glob("*.pt"))
         if not has_hf and not has_ref:
@@ -104,7 +106,7 @@ class Sam3Segmenter(Segmenter):
             if cfg.get("model_type") not in MODEL_TYPES and not has_ref:
                 raise BackendUnavailableError(
                     f"{path / 'config.json'} describes a {cfg.get('model_type')!r} model, not 'sam3' or "
-                    "'sam3_video'; point sam3_weights_path at a SAM 3 checkpoint")
+                    "'sam3_video'; point CAPTAIN_SAM3_WEIGHTS (node: sam3_weights_path) at a SAM 3 checkpoint")
         return path
 
     def load(self) -> None:
