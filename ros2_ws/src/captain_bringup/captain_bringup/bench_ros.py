@@ -9,11 +9,21 @@
   (``hold(duration_s=0)``, an action goal: send, accept, result).
 * the medians themselves, in-process and over ROS.
 
+* ``episodes_per_hour_ros`` / ``episodes_per_hour_in_process`` and their ratio
+  ``episodes_per_hour_ratio_ros`` (target >= 0.8): the same teacher episodes (``task``,
+  initial states ``0..episodes-1``), one at a time, sent to the bringup's ``run_episode``
+  action as ``captain rollout --stacks`` does (records copied back included) and run in
+  process as ``captain rollout`` does (a robot built per episode); wall time of each
+  batch. ``strict_success_*`` and ``mean_requests_*`` show that both did the same work
+  (the teacher's episodes are not reproducible call for call, so requests can differ).
+
 The ROS calls run against the bringup just measured, on an isolated ROS domain with
 discovery on localhost (Fast DDS).
 
 Options: ``driver`` (the harness driver of the measured stack, default: the sim
-overlay's), ``calls`` (default 200), ``ready_timeout_s`` (default 300).
+overlay's), ``calls`` (default 200), ``ready_timeout_s`` (default 300), ``episodes``
+(default 4; 0 skips the episode figures), ``task`` (default ``tabletop/cube_on_plate``),
+``policy`` (default ``teacher``).
 """
 
 from __future__ import annotations
@@ -65,14 +75,47 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.kill()
 
 
-def run(driver: str | None = None, calls: int = 200, ready_timeout_s: float = 300.0, **_: Any) -> dict[str, float]:
+def _episode_batch(where: str, task: str, episodes: int, policy: str, records: str) -> dict[str, Any]:
+    """One batch of the same teacher episodes: over ROS on the running bringup (no
+    namespace), or in process."""
+    from captain_harness.core.episode.policy.registry import PolicySpec
+
+    spec = PolicySpec(policy, {})
+    states = list(range(episodes))
+    if where == "ros":
+        from captain_harness.nodes.stack_client import rollout_on_stacks
+
+        return rollout_on_stacks([task], states, stacks=[""], policy=spec, out_dir=f"{records}/ros")
+    from captain_harness.core.episode.runner import rollout
+
+    return rollout([task], states, policy=spec, out_dir=f"{records}/in_process")
+
+
+def _episode_figures(batches: dict[str, dict[str, Any]], episodes: int) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    for key, summary in batches.items():
+        figures[f"episodes_per_hour_{key}"] = round(3600.0 * summary["episodes"] / summary["wall_s"], 2)
+        figures[f"strict_success_{key}"] = summary["strict_success"]
+        figures[f"mean_requests_{key}"] = summary["mean_requests"]
+        figures[f"infrastructure_failures_{key}"] = float(summary["infrastructure_failures"])
+    figures["episodes_per_hour_ratio_ros"] = round(figures["episodes_per_hour_ros"]
+                                                   / max(figures["episodes_per_hour_in_process"], 1e-9), 3)
+    figures["episodes"] = float(episodes)
+    return figures
+
+
+def run(driver: str | None = None, calls: int = 200, ready_timeout_s: float = 300.0, episodes: int = 4,
+        task: str = "tabletop/cube_on_plate", policy: str = "teacher", **_: Any) -> dict[str, float]:
     """The figures (see the module docstring)."""
+    import shutil
+    import tempfile
+
     from domain_coordinator import domain_id
 
     from captain_bringup.runner import stack_params
     from captain_harness.core.budget import Budget
+    from captain_harness.core.host.robot_host import UNLIMITED, HostSettings, RobotHost
     from captain_harness.nodes.harness_params import motion_config
-    from captain_harness.nodes.robot_host import UNLIMITED, HostSettings, RobotHost
     from captain_harness.nodes.ros_robot_client import RosRobotClient, remote_api
 
     params = stack_params("sim", overrides={"harness": {"driver": driver}} if driver else None)["harness"]
@@ -92,9 +135,11 @@ def run(driver: str | None = None, calls: int = 200, ready_timeout_s: float = 30
     with domain_id() as did:
         os.environ["ROS_DOMAIN_ID"] = str(did)
         os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-        proc, ready_s = _start_stack(["--param", f"harness.driver={driver}", "--param", "harness.camera_rate_hz=0.0"],
-                                     ready_timeout_s)
+        records = tempfile.mkdtemp(prefix="captain_bench_ros_")
+        proc, ready_s = _start_stack(["--param", f"harness.driver={driver}", "--param", "harness.camera_rate_hz=0.0",
+                                      "--param", f"episode_runner.records_dir={records}/stack"], ready_timeout_s)
         client = None
+        batches: dict[str, dict[str, Any]] = {}
         try:
             client = RosRobotClient(call_timeout_s=60.0)
             if not client.wait_for_harness(60.0):
@@ -102,6 +147,10 @@ def run(driver: str | None = None, calls: int = 200, ready_timeout_s: float = 30
             api = remote_api(client, Budget(UNLIMITED))
             ros_call = _median_ms(lambda: api.call("gripper_state"), calls)
             ros_action = _median_ms(lambda: api.call("hold", (), {"duration_s": 0.0}), calls)
+            client.close()
+            client = None
+            if episodes > 0:
+                batches["ros"] = _episode_batch("ros", task, int(episodes), policy, records)
         finally:
             if client is not None:
                 client.close()
@@ -120,4 +169,8 @@ def run(driver: str | None = None, calls: int = 200, ready_timeout_s: float = 30
     figures["in_process_hold_ms_median"] = round(local_action, 4)
     figures["ros_hold_ms_median"] = round(ros_action, 3)
     figures["calls"] = float(calls)
+    if episodes > 0:  # in process once the bringup has stopped: neither batch shares the CPU with the other
+        batches["in_process"] = _episode_batch("in_process", task, int(episodes), policy, records)
+        figures.update(_episode_figures(batches, int(episodes)))
+    shutil.rmtree(records, ignore_errors=True)
     return figures

@@ -50,11 +50,34 @@ def node_schema(spec: NodeSpec) -> tuple[ParamSpec, ...] | None:
     return tuple(load_object(spec.schema)) if spec.schema else None
 
 
+#: Parameters every rclpy node declares itself, outside the nodes' schemas: name -> type.
+#: ``use_sim_time``: the node's clock follows ``/clock`` (rclpy's ``TimeSource``).
+ROS_BUILTIN_PARAMS: dict[str, type] = {"use_sim_time": bool}
+
+
+def _builtin_params(node: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The ROS built-in parameters among ``values``, type-checked.
+
+    Raises:
+        StackError: a value of the wrong type (e.g. ``use_sim_time: "yes"``).
+    """
+    out = {}
+    for name, kind in ROS_BUILTIN_PARAMS.items():
+        if name in values:
+            value = values[name]
+            if not isinstance(value, kind):
+                raise StackError(f"{node}.{name} must be a {kind.__name__} (true or false), not {value!r}")
+            out[name] = value
+    return out
+
+
 def stack_params(stack: str, *, config_dir: Path | None = None, extra_files: list[Path] | None = None,
                  overrides: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
     """The checked parameters of every node of ``stack``: YAML files merged, ``overrides``
     (``{node: {name: value}}``) on top, each node's values validated by its schema
     (numbers converted to the declared type). Nodes without a schema keep their values.
+    The ROS built-ins of ``ROS_BUILTIN_PARAMS`` (``use_sim_time``) are accepted for every
+    node and type-checked.
 
     Raises:
         StackError / ParameterError: unknown node or parameter, wrong type, out of range.
@@ -68,8 +91,10 @@ def stack_params(stack: str, *, config_dir: Path | None = None, extra_files: lis
     for spec in stack_nodes(stack):
         schema = node_schema(spec)
         values = merged.get(spec.name, {})
-        out[spec.name] = dict(values) if schema is None else {
-            k: v for k, v in validate(schema, values, node=spec.name).items() if k in values}
+        builtin = _builtin_params(spec.name, values)
+        values = {k: v for k, v in values.items() if k not in builtin}
+        out[spec.name] = {**(dict(values) if schema is None else {
+            k: v for k, v in validate(schema, values, node=spec.name).items() if k in values}), **builtin}
     return out
 
 

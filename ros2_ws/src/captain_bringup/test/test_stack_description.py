@@ -24,7 +24,7 @@ from captain_bringup.core.stack import (
     param_files,
     stack_nodes,
 )
-from captain_bringup.runner import node_schema, ros_arguments, stack_params, write_params_file
+from captain_bringup.runner import ROS_BUILTIN_PARAMS, node_schema, ros_arguments, stack_params, write_params_file
 
 PACKAGE = Path(__file__).resolve().parents[1]
 LAUNCH = PACKAGE / "launch"
@@ -68,6 +68,9 @@ def test_parameter_files_fit_every_schema_with_ros_types(stack: str) -> None:
             continue
         by_name = {s.name: s for s in schema}
         for name, value in raw[spec.name].items():
+            if name in ROS_BUILTIN_PARAMS:  # use_sim_time: declared by rclpy itself
+                assert isinstance(value, ROS_BUILTIN_PARAMS[name]) and checked[spec.name][name] == value
+                continue
             declared = by_name[name]
             # rclpy refuses an integer for a double parameter: the YAML must say 2.0, not 2
             if declared.type is float:
@@ -105,6 +108,18 @@ def test_bad_values_are_refused_with_the_valid_range_or_names() -> None:
     assert stack_params("sim", overrides={"harness": {"camera_rate_hz": 1}})["harness"]["camera_rate_hz"] == 1.0
 
 
+def test_use_sim_time_is_accepted_for_every_node_and_type_checked() -> None:
+    sim = stack_params("sim")
+    assert sim["harness"]["use_sim_time"] is True  # config/sim.yaml: the harness publishes /clock
+    assert "use_sim_time" not in stack_params("xr1_twin")["harness"]  # a wall-clock stack
+    params = stack_params("sim", overrides={"episode_runner": {"use_sim_time": False}})
+    assert params["episode_runner"]["use_sim_time"] is False
+    with pytest.raises(StackError, match=r"harness.use_sim_time must be a bool \(true or false\), not 'yes'"):
+        stack_params("sim", overrides={"harness": {"use_sim_time": "yes"}})
+    with pytest.raises(ParameterError, match="unknown parameter"):
+        stack_params("sim", overrides={"harness": {"use_sim_tme": True}})
+
+
 def test_nested_groups_become_dotted_names(tmp_path: Path) -> None:
     overlay = tmp_path / "more.yaml"
     overlay.write_text("harness:\n  ros__parameters:\n    motion:\n      contact_threshold_n: 9.5\n")
@@ -132,6 +147,7 @@ def test_describe_lists_nodes_and_parameter_tables() -> None:
         in result.output
     assert "| `camera_rate_hz` | float | `2.0` | Hz | [0.0, 60.0] |" in result.output
     assert "`motion.emergency_force_n`" in result.output and "## episode_runner" in result.output
+    assert "`use_sim_time`" in result.output
     assert "## xr1_twin (captain_backends/xr1_twin; process xr1_twin)" in describe_stack("xr1_twin")
 
 

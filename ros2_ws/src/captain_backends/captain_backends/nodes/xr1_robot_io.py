@@ -11,12 +11,18 @@ What a ros2_control bringup plus camera drivers provide, topic for topic:
   ``CameraInfo``.
 
 Parameters common to both nodes (dynamic, settable through the standard parameter
-services, e.g. ``rclpy.parameter_client.AsyncParameterClient``):
+services, e.g. ``rclpy.parameter_client.AsyncParameterClient``; a value that cannot be
+applied is refused with the reason):
 
 * ``publish_joint_states`` (bool, default true): false stops the joint_states stream
   (to exercise the driver's stale-state fault);
 * ``injected_force_n`` (double[3], N, default [0, 0, 0]): added to the published force
-  (to exercise the emergency limit).
+  (to exercise the emergency limit); exactly three finite values.
+
+Every other parameter of these nodes is either dynamic (its node says so, with its
+range) or read once at start and declared read-only (``read_only``): ``set_parameters``
+refuses a change of it ("Trying to set a read-only parameter") instead of accepting and
+ignoring it.
 
 ``run_robot_node`` hosts such a node: it spins the executor in a thread, runs the
 node's periodic step on the wall clock in the main thread, prints ``READY`` once the
@@ -33,6 +39,7 @@ import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
 
 from captain_backends.core.xr1.config import XR1Config, load_config
@@ -40,9 +47,28 @@ from captain_backends.core.xr1.images import encode_depth, encode_rgb
 from captain_backends.nodes import xr1_messages as xm
 
 
+def read_only(description: str) -> ParameterDescriptor:
+    """The descriptor of a parameter read once at start: ``set_parameters`` refuses a
+    later change with "Trying to set a read-only parameter" (it would be ignored)."""
+    return ParameterDescriptor(description=f"{description} (read at start; read-only)", read_only=True)
+
+
+def dynamic_range(description: str, low: float, high: float) -> ParameterDescriptor:
+    """The descriptor of a dynamic double parameter in ``[low, high]`` (rclpy refuses a
+    value outside the range with the range in the reason)."""
+    return ParameterDescriptor(description=f"{description} (dynamic)", floating_point_range=[
+        FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)])
+
+
+def refused(reason: str) -> SetParametersResult:
+    """A ``set_parameters`` refusal with its reason."""
+    return SetParametersResult(successful=False, reason=reason)
+
+
 def declare_config(node: Node) -> XR1Config:
-    """Declare ``config_path`` (default: the packaged xr1.yaml) and load it."""
-    path = node.declare_parameter("config_path", "").value
+    """Declare ``config_path`` (read-only; default: the packaged xr1.yaml) and load it."""
+    path = node.declare_parameter("config_path", "", read_only(
+        "XR1 configuration file; empty: the packaged config/xr1.yaml")).value
     return load_config(path or None)
 
 
@@ -70,8 +96,14 @@ class XR1RobotIO:
         self.arm_commands_received = 0
         self.arm_names = tuple(config.arm.joint_names)
         self.gripper_names = tuple(config.gripper.joint_names) if config.gripper is not None else ()
-        node.declare_parameter("publish_joint_states", True)
-        node.declare_parameter("injected_force_n", [0.0, 0.0, 0.0])
+        node.declare_parameter("publish_joint_states", True, ParameterDescriptor(
+            description="false stops the joint_states stream (dynamic)"))
+        node.declare_parameter("injected_force_n", [0.0, 0.0, 0.0], ParameterDescriptor(
+            description="force added to the published wrench, [x, y, z] N in the wrench frame (dynamic)"))
+        initial = self._check_parameters([node.get_parameter("injected_force_n")])
+        if not initial.successful:
+            raise ValueError(initial.reason)
+        node.add_on_set_parameters_callback(self._check_parameters)
 
         node.create_subscription(Float64MultiArray, config.command.forward_position_topic, self._on_positions,
                                  xm.RELIABLE_QOS)
@@ -88,6 +120,16 @@ class XR1RobotIO:
                      node.create_publisher(Image, c.depth_topic, xm.IMAGE_QOS),
                      node.create_publisher(CameraInfo, c.camera_info_topic, xm.RELIABLE_QOS))
             for c in config.cameras}
+
+    @staticmethod
+    def _check_parameters(params: list) -> SetParametersResult:
+        """Refuse an ``injected_force_n`` that is not three finite values (it would be ignored)."""
+        for p in params:
+            if p.name == "injected_force_n":
+                values = list(p.value or [])
+                if len(values) != 3 or not all(np.isfinite(values)):
+                    return refused(f"injected_force_n must be three finite values [x, y, z] in N, not {values}")
+        return SetParametersResult(successful=True)
 
     # ------------------------------------------------------------------ commands
     def _on_positions(self, msg) -> None:
@@ -146,7 +188,7 @@ class XR1RobotIO:
         if self._wrench_pub is None:
             return
         injected = self.node.get_parameter("injected_force_n").get_parameter_value().double_array_value
-        force = np.asarray(force_n, dtype=float) + (np.asarray(injected, dtype=float) if len(injected) == 3 else 0.0)
+        force = np.asarray(force_n, dtype=float) + np.asarray(injected, dtype=float)  # 3 values (checked on set)
         self._wrench_pub.publish(xm.wrench_msg(force, torque_nm, frame_id, self._stamp()))
 
     def publish_camera(self, name: str, rgb: np.ndarray, depth_m: np.ndarray, K: np.ndarray) -> None:

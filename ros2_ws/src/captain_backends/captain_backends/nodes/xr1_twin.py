@@ -18,42 +18,59 @@ Run: ``ros2 run captain_backends xr1_twin`` or ``python -m captain_backends.node
 Parameters (besides ``publish_joint_states`` and ``injected_force_n``, see
 ``xr1_robot_io``):
 
-* ``config_path`` (string, default: the packaged config/xr1.yaml);
-* ``task`` (string, default ``cube_on_plate``) and ``seed`` (int, default 0): the scene;
-* ``image_size_px`` (int, px, default 512): square camera images;
-* ``camera_rate_hz`` (double, Hz, default 5; 0 disables cameras);
-* ``depth_encoding`` (string, ``32FC1`` m (default) or ``16UC1`` mm).
+* ``config_path`` (string, default: the packaged config/xr1.yaml), read-only;
+* ``task`` (string, default ``cube_on_plate``) and ``seed`` (int, default 0): the scene,
+  read-only;
+* ``image_size_px`` (int, px, default 512): square camera images, read-only;
+* ``camera_rate_hz`` (double, Hz, default 5, 0..30; 0 disables cameras): dynamic, except
+  that a twin started without cameras (rate 0) cannot start them later (refused);
+* ``depth_encoding`` (string, ``32FC1`` m (default) or ``16UC1`` mm), read-only.
 """
 
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 
 from captain_backends.core.driver import HEAD_CAMERA, WRIST_CAMERA, JointCommand
 from captain_backends.core.errors import BackendError
 from captain_backends.core.xr1.errors import XR1ConfigError
 from captain_backends.core.xr1.gripper import GripperMap
-from captain_backends.nodes.xr1_robot_io import XR1RobotIO, declare_config, run_robot_node
+from captain_backends.nodes.xr1_robot_io import (
+    XR1RobotIO,
+    declare_config,
+    dynamic_range,
+    read_only,
+    refused,
+    run_robot_node,
+)
+
+#: Highest camera rate the twin renders at, Hz.
+MAX_CAMERA_RATE_HZ = 30.0
 
 
 class XR1Twin(Node):
     """The twin node (see the module docstring)."""
 
-    def __init__(self) -> None:
-        super().__init__("xr1_twin")
+    def __init__(self, **kwargs: Any) -> None:
+        """``kwargs`` go to ``rclpy.node.Node`` (``context``, ``parameter_overrides``, ...)."""
+        super().__init__("xr1_twin", **kwargs)
         from captain_backends.core.tabletop import panda_model as pm
         from captain_backends.core.tabletop.driver import TabletopDriver
 
         cfg = declare_config(self)
         self.config = cfg
-        task = str(self.declare_parameter("task", "cube_on_plate").value)
-        seed = int(self.declare_parameter("seed", 0).value)
-        size = int(self.declare_parameter("image_size_px", 512).value)
-        rate = float(self.declare_parameter("camera_rate_hz", 5.0).value)
-        depth_encoding = str(self.declare_parameter("depth_encoding", "32FC1").value)
+        task = str(self.declare_parameter("task", "cube_on_plate", read_only("tabletop task of the scene")).value)
+        seed = int(self.declare_parameter("seed", 0, read_only("layout seed of the scene")).value)
+        size = int(self.declare_parameter("image_size_px", 512, read_only("square camera images, px")).value)
+        rate = float(self.declare_parameter("camera_rate_hz", 5.0, dynamic_range(
+            "camera frame rate, Hz (0: none)", 0.0, MAX_CAMERA_RATE_HZ)).value)
+        depth_encoding = str(self.declare_parameter("depth_encoding", "32FC1", read_only(
+            "depth image encoding: 32FC1 (m) or 16UC1 (mm)")).value)
         if tuple(cfg.arm.joint_names) != pm.ARM_JOINT_NAMES:
             raise XR1ConfigError(f"the twin simulates the stand-in arm: arm.joint_names must be "
                                  f"{list(pm.ARM_JOINT_NAMES)}; got {list(cfg.arm.joint_names)}")
@@ -83,7 +100,25 @@ class XR1Twin(Node):
                          if cfg.cameras and rate > 0 else None)
         self._time_s = 0.0
         self._next_camera_s = 0.0
+        self.add_on_set_parameters_callback(self._check_parameters)
+        self.add_post_set_parameters_callback(self._apply_parameters)
         self.get_logger().info(f"twin of the stand-in arm, task {task!r}, seed {seed}, cameras {size} px at {rate} Hz")
+
+    def _check_parameters(self, params: list) -> SetParametersResult:
+        """Refuse a camera rate the twin cannot apply (its range is checked by rclpy)."""
+        for p in params:
+            if p.name == "camera_rate_hz" and float(p.value) > 0 and self._cameras is None:
+                return refused("the twin was started without cameras (camera_rate_hz 0 or none configured) and "
+                               "cannot start them; restart it with camera_rate_hz > 0")
+        return SetParametersResult(successful=True)
+
+    def _apply_parameters(self, params: list) -> None:
+        """A new camera rate takes effect from the next frame."""
+        for p in params:
+            if p.name == "camera_rate_hz":
+                rate = float(p.value)
+                self._camera_period_s = 1.0 / rate if rate > 0 else np.inf
+                self._next_camera_s = self._time_s if rate > 0 else np.inf
 
     def step(self, periods: int) -> None:
         """Step ``periods`` control periods, each tracking the latest commands and

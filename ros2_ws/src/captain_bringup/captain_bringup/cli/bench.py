@@ -18,9 +18,10 @@ import typer
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "backends": ("captain_backends.bench:run", "env step, reset and render times per backend"),
     "motion": ("captain_harness.bench_motion:run", "IK, self-collision, sweep speed, call overhead"),
-    "perception": ("captain_perception.bench:run", "perception latency and accuracy vs ground truth"),
+    "perception": ("captain_perception.remote_bench:run",
+                   "perception latency and accuracy vs ground truth (-o remote=true|only: the node over ROS)"),
     "episode": ("captain_harness.core.episode.bench:run", "harness time per request"),
-    "teacher": ("captain_harness.core.teacher.bench:run",
+    "teacher": ("captain_teacher.bench:run",
                 "teacher rollouts on LIBERO: success, episodes/hour/core, harness time per request"),
     "ros": ("captain_bringup.bench_ros:run", "ROS round-trip overhead and bringup time"),
     "sft": ("captain_training.sft.bench:run", "SFT validate/prepare throughput, train step"),

@@ -41,7 +41,8 @@ def describe_stack(stack: str) -> str:
     from captain_bringup.core.stack import param_files, stack_nodes
     from captain_bringup.runner import node_schema
 
-    lines = [f"# captain bringup {stack}", "", "Parameter files: " + ", ".join(str(p) for p in param_files(stack)), ""]
+    lines = [f"# captain bringup {stack}", "", "Parameter files: " + ", ".join(str(p) for p in param_files(stack)), "",
+             "Every node also takes ROS's `use_sim_time` (bool, default false; true: its clock follows /clock).", ""]
     for spec in stack_nodes(stack):
         respawn = f", respawn after {spec.respawn_delay_s:g} s" if spec.respawn else ""
         lines += [f"## {spec.name} ({spec.package}/{spec.executable}; process {spec.process_group}{respawn})", ""]

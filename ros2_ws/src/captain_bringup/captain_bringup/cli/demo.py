@@ -18,7 +18,7 @@ import typer
 
 DEFAULT_TASK = "libero_spatial/0"
 DEFAULT_INIT_STATE = 11
-TEACHER_FACTORY = "captain_harness.core.teacher.policy:make_teacher"
+TEACHER_FACTORY = "captain_teacher.policy:make_teacher"
 
 
 def _teacher_name() -> str:

@@ -13,7 +13,9 @@ Suites:
 * ``libero_90`` and the LIBERO-PRO perturbation suites (``libero_spatial_swap``,
   ``libero_goal_lan``, ``libero_10_object``, ``libero_object_task``, ... and the
   ``*_with_*`` distractor suites), selectable by name when their BDDL and init-state
-  files are installed.
+  files are installed; the position-shift variants the package ships only as folders
+  (``libero_object_temp_x0.1`` .. ``_y0.5``) take the task order of their registered
+  family (``libero_object_temp``) and their own files (see ``variants.py``).
 
 Instructions: for the standard suites and ``libero_90`` the instruction is LIBERO's
 ``task.language`` (the text official evaluation gives the policy); for the LIBERO-PRO
@@ -34,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from captain_backends.core.libero.errors import InvalidInitStateError, UnknownSuiteError, UnknownTaskError
+from captain_backends.core.libero.variants import folder_suites, variant_of
 
 #: The four standard LIBERO suites (40 tasks).
 STANDARD_SUITES: tuple[str, ...] = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
@@ -99,18 +102,31 @@ def _suite_tasks_or_reason(suite: str) -> tuple[tuple[LiberoTask, ...], str]:
     from libero.libero import get_libero_path
 
     classes = _benchmark_dict()
+    folder = None
     if suite not in classes:
-        return (), "not a LIBERO suite"
+        # a LIBERO-PRO variant shipped as folders only (libero_object_temp_x0.3): the
+        # tasks of its registered family (libero_object_temp) or base suite, its own files
+        variant = variant_of(suite)
+        if variant is None or suite not in folder_suites():
+            return (), "not a LIBERO suite"
+        family = next((f for f in (suite.rsplit("_", 1)[0], variant[0]) if f in classes), None)
+        if family is None:
+            return (), f"no registered LIBERO suite lists the tasks of {suite}"
+        folder, suite_class = suite, classes[family]
+    else:
+        suite_class = classes[suite]
     with contextlib.redirect_stdout(io.StringIO()):
-        bench = classes[suite]()
+        bench = suite_class()
     if bench.get_num_tasks() == 0:
         return (), "the suite has no tasks"
     init_root = Path(get_libero_path("init_states"))
+    bddl_root = Path(get_libero_path("bddl_files"))
     tasks = []
     for i in range(bench.get_num_tasks()):
         task = bench.get_task(i)
-        bddl = Path(bench.get_task_bddl_file_path(i)).resolve()
-        init = (init_root / task.problem_folder / f"{task.init_states_file}.npz").resolve()
+        bddl = Path(bench.get_task_bddl_file_path(i)).resolve() if folder is None else \
+            (bddl_root / folder / f"{task.name}.bddl").resolve()
+        init = (init_root / (folder or task.problem_folder) / f"{task.init_states_file}.npz").resolve()
         if not bddl.is_file():
             return (), f"BDDL file missing: {bddl}"
         if not init.is_file():
@@ -127,7 +143,8 @@ def _suite_tasks_or_reason(suite: str) -> tuple[tuple[LiberoTask, ...], str]:
 @lru_cache(maxsize=1)
 def suites() -> tuple[str, ...]:
     """Names of every installed suite (standard suites first, then sorted)."""
-    names = [s for s in _benchmark_dict() if _suite_tasks_or_reason(s)[0]]
+    known = list(_benchmark_dict()) + [s for s in folder_suites() if variant_of(s) and s not in _benchmark_dict()]
+    names = [s for s in known if _suite_tasks_or_reason(s)[0]]
     rest = sorted(s for s in names if s not in STANDARD_SUITES)
     return tuple(s for s in STANDARD_SUITES if s in names) + tuple(rest)
 

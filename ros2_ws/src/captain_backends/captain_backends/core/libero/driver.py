@@ -58,6 +58,7 @@ from captain_backends.core.libero.goals import (
     goal_text,
     joint_goal_positions,
 )
+from captain_backends.core.libero.perturbation import draw_wide_start, perturbation_record
 from captain_backends.core.libero.robot_model import ARM_JOINT_NAMES, pose_matrix
 from captain_backends.core.libero.scene import LiberoScene
 from captain_backends.core.snapshot import ObjectPose, SimSnapshot
@@ -316,7 +317,9 @@ class LiberoDriver(SimulatedDriver):
         * ``init_state`` given: that official LIBERO initial state (0..49; 11..16 are the
           held-out evaluation states), loaded exactly.
         * otherwise, with ``random_layout``: a wide-layout random start from a seeded
-          choice among the non-held-out official states (see ``layout.py``);
+          choice among the non-held-out official states, settled until its objects
+          are at rest, another state drawn (and counted) when one gives no layout
+          (see ``layout.py`` and ``perturbation.py``);
         * otherwise the configured ``init_state``.
 
         Objects in LIBERO's states start a few centimetres above their supports; as in
@@ -325,6 +328,8 @@ class LiberoDriver(SimulatedDriver):
         (``settle_s=0`` leaves the raw state). Appearance randomisation (when switched
         on) is drawn from the same seed. Without ``seed`` the n-th reset uses
         ``config.seed + n``. Time restarts at 0; the arm holds its configuration.
+        ``extra["perturb_axes"]`` and ``extra["perturbation"]`` state what the start
+        changed (seed, objects moved, appearance draws, LIBERO-PRO variant).
         """
         self._require(LifecycleState.INACTIVE, LifecycleState.ACTIVE, "reset")
         with self._lock:
@@ -348,16 +353,15 @@ class LiberoDriver(SimulatedDriver):
                                  "control_period_s": self.control_period_s, "seed": used_seed}
         if applied:
             extra["appearance"] = applied
+        wide = None
         if init_state is None and self.config.random_layout:
-            rng = np.random.default_rng(layout_seq)
-            base = int(rng.choice(catalogue.training_init_states(s.task)))
-            apply_flat_state(s.model, s.data, catalogue.init_state(s.task, base))
             settle_s = max(self.config.settle_s, 0.3)
-            self._hold_for(settle_s)
-            summary = s.layout.sample(rng, self._hold_for, self.config.layout_attempts)
+            wide = draw_wide_start(s, np.random.default_rng(layout_seq), self._hold_for, settle_s,
+                                   self.config.layout_attempts)
             index = -1
-            extra.update(layout="wide", base_init_state=base, moved_objects=tuple(sorted(summary["moved"])),
-                         layout_attempts=summary.get("attempts", 0))
+            extra.update(layout="wide", base_init_state=wide["base_init_state"],
+                         moved_objects=tuple(sorted(wide["moved"])), layout_attempts=wide.get("attempts", 0),
+                         layout_redraws=wide["redraws"])
         else:
             index = int(init_state) if init_state is not None else self.config.init_state
             if init_state is None:
@@ -366,6 +370,8 @@ class LiberoDriver(SimulatedDriver):
             settle_s = self.config.settle_s
             self._hold_for(settle_s)
             extra.update(layout="official")
+        axes, record = perturbation_record(s.task, used_seed, extra["layout"], index, applied, wide)
+        extra.update(perturb_axes=axes, perturbation=record)
         s.data.time = 0.0
         mujoco.mj_forward(s.model, s.data)
         s.domain._post_process()

@@ -221,7 +221,8 @@ class LayoutSampler:
             placed = {name: self._pose(name) for g in self.groups for name in g.members}
             settle(self.limits.settle_s)
             if self._stable(placed):
-                return {"moved": moved, "attempts": attempt + 1}
+                return {"moved": moved, "attempts": attempt + 1,
+                        "displacements": self._displacements(start_qpos, placed)}
         self.data.qpos[:] = start_qpos
         self.data.qvel[:] = start_qvel
         mujoco.mj_forward(self.model, self.data)
@@ -229,6 +230,25 @@ class LayoutSampler:
             f"no collision-free random layout in {attempts} attempts; lower layout_spread_m "
             f"(now {self.limits.spread_m} m) or raise layout_attempts"
         )
+
+    def max_object_speed(self) -> float:
+        """The largest linear speed of a movable object that a layout may move, m/s."""
+        if not self.qvel_adr:
+            return 0.0
+        return max(float(np.linalg.norm(self.data.qvel[a:a + 3])) for a in self.qvel_adr.values())
+
+    def _displacements(self, start_qpos: np.ndarray,
+                       placed: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, dict[str, float]]:
+        """Per re-placed object: where it was put relative to its official position
+        (world x/y, metres; yaw about the vertical, radians; riders included)."""
+        out = {}
+        for name, (pos, quat) in sorted(placed.items()):
+            adr = self.qpos_adr[name]
+            before, q0 = start_qpos[adr:adr + 3], start_qpos[adr + 3:adr + 7]
+            yaw = _yaw_of(quat) - _yaw_of(q0)
+            out[name] = {"dx_m": round(float(pos[0] - before[0]), 4), "dy_m": round(float(pos[1] - before[1]), 4),
+                         "yaw_rad": round(float(np.arctan2(np.sin(yaw), np.cos(yaw))), 4)}
+        return out
 
     def _place_all(self, rng: np.random.Generator) -> dict[str, tuple[float, float, float]] | None:
         lim = self.limits
@@ -278,6 +298,11 @@ class LayoutSampler:
             if _tilt(quat, now_quat) > lim.max_tilt_rad:
                 return False
         return True
+
+
+def _yaw_of(quat: np.ndarray) -> float:
+    w, x, y, z = quat
+    return float(np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z)))
 
 
 def _z_axis(quat: np.ndarray) -> np.ndarray:
