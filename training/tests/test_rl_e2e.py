@@ -150,8 +150,9 @@ def _streaming_config(model_dir, run, mode: str, max_staleness: int, rounds: int
 @pytest.mark.e2e
 def test_streaming_rounds_overlap_the_update_record_versions_and_drop_stale_requests(model_dir, tmp_path):
     """Round 1's episodes are started before round 0's update (policy version 0 when round 1 trains
-    at version 1): with max_staleness 0 every one of its requests is dropped and counted, so its
-    step has nothing to learn and is skipped; the learner's idle time is reported."""
+    at version 1): with max_staleness 0 every request they made before that update is dropped and
+    counted (when all were, the step has nothing to learn and is skipped); the learner's idle time
+    is reported."""
     from captain_training.rl.config import config_from_dict
     from captain_training.rl.trainer import train
 
@@ -159,8 +160,13 @@ def test_streaming_rounds_overlap_the_update_record_versions_and_drop_stale_requ
     summary = train(config_from_dict(_streaming_config(model_dir, run, "streaming", max_staleness=0)))
     m0, m1 = summary.metrics
     assert m0["rollout_mode_streaming"] == 1.0 and m0["policy_stepped"] == 1.0 and m0["policy_stale_dropped"] == 0
-    assert m1["policy_stale_dropped"] > 0 and m1["policy_requests_trained"] == 0
-    assert m1["policy_stepped"] == 0.0 and m1["policy_step_skipped"] == 1.0 and summary.policy_version == 1
+    assert m1["policy_stale_dropped"] > 0
+    # Requests an episode of round 1 made after round 0's update were served at version 1 and are
+    # not stale; how many there are depends on scheduling (none on an idle machine).
+    if m1["policy_requests_trained"] == 0:
+        assert m1["policy_stepped"] == 0.0 and m1["policy_step_skipped"] == 1.0 and summary.policy_version == 1
+    else:
+        assert m1["policy_stepped"] == 1.0 and summary.policy_version == 2
     rows = [json.loads(x) for x in (run / "rollouts" / "round_000001" / "episodes.jsonl").read_text().splitlines()]
     assert {r["job"]["policy_options"]["policy_version"] for r in rows} == {0}  # started before the step
     assert 0.0 <= m1["learner_idle_fraction"] < 1.0 and m1["training_episodes_per_hour"] > 0

@@ -12,9 +12,14 @@ which truncates a supervised token:
   it below the model's context when recording episodes for such a model);
 * :func:`compact_row` replaces the system message by the harness prompt plus only the TASK.md
   sections named in ``keep_sections`` (default: the task and its success standard). A model
-  trained on compacted rows must also be prompted with the compacted message; the evaluation
-  commands send the full one, so use compacted rows for loss measurements and quick checks,
-  full rows for a model that ``captain eval run`` evaluates.
+  trained on compacted rows must also be prompted with the compacted message: ``captain eval
+  run --task-md-sections 'Task,Success standard'`` sends it (:func:`compact_system_policy`
+  wraps the policy and compacts the system message of every request the same way; the
+  episode's records keep the full one).
+
+* :func:`first_requests` keeps a packed row's first ``k`` requests (the row of request ``k``
+  as the model saw it, with every earlier turn of the pack still supervised): shorter rows
+  for quick checks, again with nothing inside a kept turn cut.
 
 ``captain sft prepare --drop-too-long`` then drops (and counts) whatever is still longer than
 ``--max-length`` instead of stopping; without it such rows are an error.
@@ -25,6 +30,9 @@ from __future__ import annotations
 import copy
 import re
 from typing import Any
+
+from captain_harness.core.episode.errors import PolicyError
+from captain_harness.core.episode.policy.base import PolicyClient, PolicyReply, PolicyRequest
 
 TASK_MD_HEADING = "# TASK.md"
 DEFAULT_KEEP_SECTIONS = ("Task", "Success standard")
@@ -58,3 +66,83 @@ def compact_row(row: dict[str, Any], keep_sections: tuple[str, ...] = DEFAULT_KE
     messages[0]["content"] = compact_system_text(messages[0]["content"], keep_sections)
     out.setdefault("meta", {})["compact_system"] = list(keep_sections)
     return out
+
+
+def first_requests(row: dict[str, Any], k: int) -> dict[str, Any]:
+    """A copy of ``row`` ending at its ``k``-th assistant turn (all of it when it has fewer).
+
+    The kept messages are unchanged (every supervised token of a kept turn stays); later
+    turns go, with them from ``meta.supervise_turns``; ``meta.first_requests`` records ``k``
+    and ``meta.packed_n`` shrinks to the turns kept.
+
+    Raises:
+        ValueError: ``k`` < 1, or the row has no ``messages`` list.
+    """
+    if k < 1:
+        raise ValueError(f"first_requests needs k >= 1, got {k}")
+    messages = row.get("messages")
+    if not isinstance(messages, list):
+        raise ValueError(f"row {row.get('id')!r} has no messages list")
+    assistant = [i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"]
+    if len(assistant) <= k:
+        return copy.deepcopy(row)
+    out = copy.deepcopy(row)
+    out["messages"] = out["messages"][: assistant[k - 1] + 1]
+    meta = out.setdefault("meta", {})
+    meta["first_requests"] = k
+    if meta.get("supervise_turns") is not None:
+        meta["supervise_turns"] = [t for t in meta["supervise_turns"] if int(t) < k]
+        if not meta["supervise_turns"]:
+            meta.pop("supervise_turns")
+            meta["nosup_reason"] = meta.get("nosup_reason") or f"no supervised turn among the first {k}"
+    if meta.get("packed_n") is not None:
+        meta["packed_n"] = min(int(meta["packed_n"]), k)
+    return out
+
+
+class CompactSystemPolicy(PolicyClient):
+    """A policy whose requests carry the compacted system message (see :func:`compact_system_text`).
+
+    Everything else of the request, and the reply, pass through unchanged.
+    """
+
+    def __init__(self, inner: PolicyClient, keep_sections: tuple[str, ...] = DEFAULT_KEEP_SECTIONS) -> None:
+        self.inner = inner
+        self.keep_sections = tuple(keep_sections)
+        self.name = getattr(inner, "name", "policy")
+        self.wants_host_context = bool(getattr(inner, "wants_host_context", False))
+
+    def act(self, request: PolicyRequest) -> PolicyReply:
+        """The inner policy's reply to ``request`` with its system message compacted.
+
+        Raises:
+            PolicyError: the request has no text system message with the kept TASK.md sections.
+        """
+        import dataclasses
+
+        messages = list(request.messages)
+        first = messages[0] if messages else {}
+        if first.get("role") != "system" or not isinstance(first.get("content"), str):
+            raise PolicyError("compact system message: the request has no text system message first")
+        try:
+            messages[0] = {**first, "content": compact_system_text(first["content"], self.keep_sections)}
+        except ValueError as exc:
+            raise PolicyError(f"compact system message: {exc}") from None
+        return self.inner.act(dataclasses.replace(request, messages=messages))
+
+    def close(self) -> None:
+        """Close the inner policy."""
+        self.inner.close()
+
+
+def compact_system_policy(inner: str = "openai", keep_sections: list[str] | str | None = None,
+                          **inner_options: Any) -> PolicyClient:
+    """Policy factory (``module:factory`` form): policy ``inner`` built with ``inner_options``,
+    prompted with the system message compacted to ``keep_sections`` (names, or one
+    comma-separated string; default: the task and its success standard)."""
+    from captain_harness.core.episode.policy.registry import make_policy
+
+    if isinstance(keep_sections, str):
+        keep_sections = [s.strip() for s in keep_sections.split(",") if s.strip()]
+    sections = tuple(keep_sections) if keep_sections else DEFAULT_KEEP_SECTIONS
+    return CompactSystemPolicy(make_policy(inner, **inner_options), sections)

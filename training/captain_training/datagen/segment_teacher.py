@@ -27,24 +27,10 @@ import re
 from typing import Any
 
 from captain_harness.core.episode.policy.base import PolicyClient, PolicyReply, PolicyRequest, ToolCall, new_call_id
+from captain_harness.core.episode.prompt import instruction_of
 
 _PUT = re.compile(r"put the (.+?) on (?:top of )?the (.+?)\s*$", re.I)
 _PICK = re.compile(r"pick up the (.+?)\s*$", re.I)
-_MARKER = "complete the robot task:"
-
-
-def instruction_of(messages: list[dict[str, Any]]) -> str:
-    """The task instruction from the first user message that carries it ('' if none)."""
-    for m in messages:
-        if m.get("role") != "user":
-            continue
-        content = m.get("content")
-        texts = [content] if isinstance(content, str) else [
-            p.get("text", "") for p in content or [] if isinstance(p, dict) and p.get("type") == "text"]
-        for text in texts:
-            if _MARKER in text:
-                return text.split(_MARKER, 1)[1].split("\n", 1)[0].strip()
-    return ""
 
 
 def parse_instruction(instruction: str) -> tuple[str, str | None]:

@@ -17,6 +17,12 @@ def run(
     tasks: Annotated[str | None, typer.Option(help="Task indices or names, e.g. 0-9 (default: the whole suite).")]
     = None,
     states: Annotated[str, typer.Option(help="Official initial states, e.g. 11-16 (the held-out ones).")] = "11-16",
+    layout: Annotated[str, typer.Option(help="Starts: official, wide, pro_swap, pro_shift (pro_shift:x0.3).")]
+    = "official",
+    seeds: Annotated[str | None, typer.Option(help="Randomized starts, one per seed, e.g. 0-9 (not --states).")]
+    = None,
+    driver_option: Annotated[list[str] | None, typer.Option("--driver-option",
+                                                            help="Driver config key=value (repeatable).")] = None,
     policy: Annotated[str, typer.Option(help="Policy name (openai, teacher, replay, module:factory).")] = "openai",
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible API root of the policy.")] = None,
     model: Annotated[str | None, typer.Option(help="Served model name.")] = None,
@@ -30,9 +36,26 @@ def run(
     max_requests: Annotated[int, typer.Option(help="Request budget per episode.")] = 60,
     max_actions: Annotated[int, typer.Option(help="Physical-action budget per episode.")] = 150,
     max_wall_s: Annotated[float, typer.Option(help="Wall-time budget per episode, s.")] = 1080.0,
+    stacks: Annotated[str | None, typer.Option(help="Run on running bringups: namespaces (/robot1,/robot2) or a "
+                                                    "file listing them.")] = None,
+    system_prompt: Annotated[Path | None, typer.Option(help="Harness prompt before TASK.md: a model's SFT row "
+                                                       "(.jsonl/.json) or a text file (default: the harness's).")]
+    = None,
+    compact_at_tokens: Annotated[int | None, typer.Option(help="Compact older turns past this estimated prompt "
+                                                          "size, tokens (default: the harness's, 60000).")] = None,
+    task_md_sections: Annotated[str | None, typer.Option(help="Send only these TASK.md sections, comma-separated "
+                                                         "(e.g. 'Task,Success standard', as datagen.compact "
+                                                         "trains them; default: all).")] = None,
 ) -> None:
     """Run a policy on every (suite, task, state) and write the result JSONL that `compare` reads."""
+    from captain_harness.core.episode.errors import EpisodeError as StartError
+    from captain_harness.core.episode.starts import parse_driver_options
     from captain_training.eval.runner import EvalSpec, run_evaluation
+
+    try:
+        driver_options = parse_driver_options(driver_option or [])
+    except StartError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--driver-option") from exc
 
     options: dict[str, object] = {}
     for item in policy_option or []:
@@ -47,9 +70,36 @@ def run(
         options["base_url"] = base_url
     if model:
         options["model"] = model
+    prompt = None
+    if system_prompt is not None:
+        from captain_harness.core.episode.errors import EpisodeError
+        from captain_harness.core.episode.prompt import load_system_prompt
+
+        try:
+            prompt = load_system_prompt(system_prompt)
+        except EpisodeError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--system-prompt") from exc
+    if compact_at_tokens is not None and compact_at_tokens <= 0:
+        raise typer.BadParameter(f"must be > 0, got {compact_at_tokens}", param_hint="--compact-at-tokens")
+    sections = None
+    if task_md_sections is not None:
+        sections = tuple(s.strip() for s in task_md_sections.split(",") if s.strip())
+        if not sections:
+            raise typer.BadParameter("name at least one section", param_hint="--task-md-sections")
     spec = EvalSpec(suite=suite, tasks=tasks, states=states, policy=policy, policy_options=options,
                     records=str(records), workers=workers, backend=backend, max_requests=max_requests,
-                    max_physical_actions=max_actions, max_wall_time_s=max_wall_s)
+                    max_physical_actions=max_actions, max_wall_time_s=max_wall_s, system_prompt=prompt,
+                    compact_at_tokens=compact_at_tokens, task_md_sections=sections, layout=layout, seeds=seeds,
+                    driver_options=driver_options)
+    if stacks is not None:
+        from dataclasses import replace
+
+        from captain_harness.core.episode.stacks import parse_stacks
+
+        try:
+            spec = replace(spec, stacks=tuple(parse_stacks(stacks)))
+        except (ValueError, OSError) as exc:
+            raise typer.BadParameter(str(exc), param_hint="--stacks") from exc
     try:
         summary = run_evaluation(spec, out)
     except (ValueError, RuntimeError) as exc:

@@ -15,16 +15,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from captain_backends.core.libero.variants import WIDE_LAYOUT_OPTIONS
 from captain_backends.core.registry import driver_class
 from captain_harness.core.episode.backend import Backend, BackendRequest, default_backend, driver_for_task
+from captain_harness.core.episode.errors import EpisodeError
 
-#: Driver options of a wide-layout start with appearance randomisation.
-WIDE_LAYOUT_OPTIONS: dict[str, Any] = {
-    "random_layout": True,
-    "randomize_lighting": True,
-    "randomize_camera_pose": True,
-    "randomize_materials": True,
-}
+__all__ = ["WIDE_LAYOUT_OPTIONS", "factory_for", "official_backend", "wide_layout_backend"]
 
 
 def official_backend(request: BackendRequest) -> Backend:
@@ -34,7 +30,15 @@ def official_backend(request: BackendRequest) -> Backend:
 
 
 def wide_layout_backend(request: BackendRequest) -> Backend:
-    """A seeded wide-layout start with appearance randomisation (see the module docstring)."""
+    """A seeded wide-layout start with appearance randomisation (see the module docstring).
+
+    Raises:
+        EpisodeError: the request has no seed (every episode would replay the driver's
+            default layout); ``captain rollout --seeds A-B`` gives one per episode.
+    """
+    if request.seed is None:
+        raise EpisodeError(f"{request.task}: a wide-layout start is drawn from the request's seed and this "
+                           "request has none; give seeds (captain rollout|eval run --layout wide --seeds 0-9)")
     name, _ = driver_for_task(request.task)
     overrides: dict[str, Any] = {}
     if "random_layout" in driver_class(name).config_keys():

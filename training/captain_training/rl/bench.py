@@ -131,7 +131,7 @@ def _rollout_figures(episodes: int, tokens: int, requests: int, seed: int) -> di
                                max_requests=max_requests, critic_cut_allowed=False)
                     for i in range(episodes)]
 
-        rate, out = _episodes_per_hour(jobs("captain_harness.core.teacher.policy:make_teacher", {"seed": seed}, 60))
+        rate, out = _episodes_per_hour(jobs("captain_teacher.policy:make_teacher", {"seed": seed}, 60))
         figures["teacher_episodes_per_hour"] = rate
         figures["teacher_host_success"] = sum(bool(o.get("host_success")) for o in out) / max(len(out), 1)
         figures["teacher_requests_mean"] = sum(int(o.get("requests", 0)) for o in out) / max(len(out), 1)

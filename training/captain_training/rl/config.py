@@ -97,7 +97,9 @@ class RolloutConfig:
         wide_layout_fraction: share of start states that are wide-layout random starts, [0, 1];
             default the paper's mix, 5,600 wide-layout to 1,760 official states (0.761).
         randomize_appearance: light / camera pose / material randomisation on wide layouts.
-        pool: ``auto`` | ``inline`` | ``process`` | ``ray`` (see ``workers.py``).
+        pool: ``auto`` | ``inline`` | ``process`` | ``ray`` (see ``workers.py``) | ``ros``
+            (running sim stacks, one episode per stack at a time; see ``ros_pool.py``).
+        namespaces: with ``pool: ros``, the stacks' namespaces, e.g. ``[/robot1, /robot2]``.
         mode: ``sync`` (collect a round, then update, then sync weights) or ``streaming`` (the
             next round's episodes run on the pool while the learner updates on this one; each
             request records the policy version that answered it and requests more than
@@ -116,6 +118,7 @@ class RolloutConfig:
     wide_layout_fraction: float = PAPER_WIDE_LAYOUT_FRACTION
     randomize_appearance: bool = True
     pool: str = "auto"
+    namespaces: tuple[str, ...] = ()
     mode: str = "sync"
     workers: int = 1
     ray_address: str | None = None
@@ -125,12 +128,19 @@ class RolloutConfig:
 
     def __post_init__(self) -> None:
         _check(0.0 <= self.wide_layout_fraction <= 1.0, "rollout.wide_layout_fraction must be in [0, 1]")
-        _check(self.pool in ("auto", "inline", "process", "ray"),
-               f"rollout.pool {self.pool!r} is not one of auto, inline, process, ray")
+        _check(self.pool in ("auto", "inline", "process", "ray", "ros"),
+               f"rollout.pool {self.pool!r} is not one of auto, inline, process, ray, ros")
+        _check(self.pool == "ros" or not self.namespaces,
+               "rollout.namespaces is read only with rollout.pool ros (the stacks to run episodes on)")
+        _check(self.pool != "ros" or bool(self.namespaces),
+               "rollout.pool ros needs rollout.namespaces, e.g. [/robot1, /robot2] (running `captain bringup sim "
+               "--namespace robot1` stacks)")
+        _check(self.pool != "ros" or self.wide_layout_fraction == 0.0,
+               "rollout.pool ros needs rollout.wide_layout_fraction: 0 (a stack resets to official initial states)")
         _check(self.workers >= 1, "rollout.workers must be >= 1")
         _check(self.mode in ("sync", "streaming"), f"rollout.mode {self.mode!r} is not one of sync, streaming")
-        _check(self.mode == "sync" or self.pool in ("process", "ray", "auto"),
-               "rollout.mode streaming needs rollout.pool process or ray")
+        _check(self.mode == "sync" or self.pool in ("process", "ray", "ros", "auto"),
+               "rollout.mode streaming needs rollout.pool process, ray or ros")
         _check(self.cell_timeout_s > 0 and self.max_wall_time_s > 0, "rollout time limits must be > 0 s")
         _check(all("/" in t for t in self.tasks), "rollout.tasks must look like <suite>/<task>, e.g. "
                "libero_goal/3 or tabletop/cube_on_plate")

@@ -17,7 +17,7 @@ states and evaluates it on start states it never saw:
 
 Policies (option ``policy``):
 
-* ``teacher`` (default): the scripted teacher (``captain_harness.core.teacher``) as it
+* ``teacher`` (default): the scripted teacher (``captain_teacher``) as it
   writes SFT data, some of its episodes carrying one injected failure that it does not
   notice (``perturbed_grasp``: the jaws close beside the cube, or ``perturbed_place``: the
   cube is released off the plate). With ``balanced`` (default) every second rollout of a
@@ -50,7 +50,7 @@ import numpy as np
 TASK = "tabletop/cube_on_plate"
 #: Policy names of the ``policy`` option -> ``PolicySpec`` factory names.
 POLICIES: dict[str, str] = {
-    "teacher": "captain_harness.core.teacher.policy:make_teacher",
+    "teacher": "captain_teacher.policy:make_teacher",
     "scripted_tabletop": "captain_training.rl.scripted_tabletop:make_scripted_tabletop",
 }
 POLICY = POLICIES["scripted_tabletop"]

@@ -57,7 +57,10 @@ class LearningConfig:
     group_size: int = 4
     rounds: int = 3
     update_last_round: bool = False
-    learning_rate: float = 0.05
+    # 0.02: at 0.05 the step after an all-success round (every A = 0: the k3 KL gradient alone,
+    # normalised by AdamW and carried by its momentum from the previous step) moved the tiny model
+    # far enough to drop p(solve) from 0.95 to 0.36; at 0.02 the same rounds gave 0.26 -> 0.89 -> 0.81.
+    learning_rate: float = 0.02
     advantage_scale: float = 1.0
     kl_beta: float = 0.002
     seed: int = 0

@@ -168,8 +168,15 @@ class _EpisodeMonitor:
         self.events[int(event["request_index"])] = {k: event.get(k) for k in keep}
 
 
-def collect_episode(job: RolloutJob | dict[str, Any]) -> dict[str, Any]:
-    """Run one RL episode; returns the plain-data episode (see the module docstring)."""
+def collect_episode(job: RolloutJob | dict[str, Any], backend_factory: Any = None) -> dict[str, Any]:
+    """Run one RL episode; returns the plain-data episode (see the module docstring).
+
+    Args:
+        job: the episode.
+        backend_factory: the episode backend (None: ``backends.factory_for`` the start
+            state: a simulator built for this episode); ``ros_pool`` passes a running
+            stack's (``ros_robot_client.ros_backend``).
+    """
     from captain_harness.core.budget import BudgetLimits
     from captain_harness.core.episode.loop import LoopConfig
     from captain_harness.core.episode.policy.registry import PolicySpec, make_policy
@@ -178,6 +185,9 @@ def collect_episode(job: RolloutJob | dict[str, Any]) -> dict[str, Any]:
 
     if isinstance(job, dict):
         job = job_from_dict(job)
+    if backend_factory is not None and job.start.wide_layout:
+        raise ValueError(f"{job.start.key}: a wide-layout start needs the RL backend (a running stack resets to "
+                         "official initial states only)")
     started = time.monotonic()
     monitor = _EpisodeMonitor(job, job.start.task)
     config = EpisodeConfig(
@@ -189,7 +199,7 @@ def collect_episode(job: RolloutJob | dict[str, Any]) -> dict[str, Any]:
     try:
         outcome = run_episode(
             job.start.task, policy=client, out_dir=job.out_dir,
-            backend_factory=factory_for(job.start.wide_layout),
+            backend_factory=backend_factory or factory_for(job.start.wide_layout),
             init_state=job.start.init_state, seed=job.start.seed, config=config,
             episode_id=job.episode_key, on_event=monitor.on_event, before_request=monitor.before_request)
     finally:

@@ -300,7 +300,7 @@ def train(cfg: RLConfig, *, max_rounds: int | None = None, resume: bool = True,
         if served is not None and (current is not None or not sharded):  # resumed weights (fresh: a copy already)
             served.load_state_dict(current if current is not None else policy.state_dict())
         server = _PolicyServer(cfg, served, run_dir, accumulator.policy_version)
-        pool = make_pool(cfg.rollout.pool, cfg.rollout.workers, cfg.rollout.ray_address)
+        pool = make_pool(cfg.rollout.pool, cfg.rollout.workers, cfg.rollout.ray_address, cfg.rollout.namespaces)
     rows: list[dict[str, Any]] = []
     streaming = cfg.rollout.mode == "streaming"
     if streaming and pool is not None and not getattr(pool, "streams", False):

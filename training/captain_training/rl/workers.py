@@ -16,7 +16,9 @@ they run (``rollout.mode: streaming``); the inline pool runs episodes in the tra
 thread (the session's cell timeout needs the main thread's signals) and cannot stream.
 
 ``make_pool("auto")`` picks ``ray`` when Ray imports and ``workers > 1``, else
-``process`` for ``workers > 1``, else ``inline``.
+``process`` for ``workers > 1``, else ``inline``. ``make_pool("ros", namespaces=...)``
+runs episodes on running sim stacks (``ros_pool.RosPool``; ``workers`` is not read: one
+episode per stack at a time).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 from captain_training.rl.errors import ConfigError
 from captain_training.rl.rollout import RolloutJob, collect_episode, job_to_dict
 
-POOL_KINDS = ("auto", "inline", "process", "ray")
+POOL_KINDS = ("auto", "inline", "process", "ray", "ros")
 
 
 def _safe_collect(job: dict[str, Any]) -> dict[str, Any]:
@@ -168,10 +170,17 @@ def ray_available() -> bool:
     return True
 
 
-def make_pool(kind: str = "auto", workers: int = 1, ray_address: str | None = None) -> Any:
+def make_pool(kind: str = "auto", workers: int = 1, ray_address: str | None = None,
+              namespaces: Sequence[str] = ()) -> Any:
     """A rollout pool (see the module docstring)."""
     if kind not in POOL_KINDS:
         raise ConfigError(f"rollout pool {kind!r} is not one of {list(POOL_KINDS)}")
+    if kind == "ros":
+        from captain_training.rl.ros_pool import RosPool
+
+        return RosPool(namespaces)
+    if namespaces:
+        raise ConfigError(f"rollout namespaces are read only by the ros pool, not {kind!r}")
     if workers < 1:
         raise ConfigError(f"rollout workers must be >= 1, got {workers}")
     if kind == "auto":

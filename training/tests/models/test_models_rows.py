@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sft_rows import PYTHON_TOOL, agent_turn, tool, user, write_rows
 
-from captain_training.datagen.compact import compact_row, compact_system_text
+from captain_training.datagen.compact import compact_row, compact_system_text, first_requests
 from captain_training.datagen.segment_teacher import look_cell, parse_instruction, plan
 from captain_training.models.family import load_processor
 from captain_training.sft.errors import PreparedDataError
@@ -38,6 +38,22 @@ def test_compact_keeps_task_and_standard_and_every_other_message() -> None:
     assert original["messages"][0]["content"] == SYSTEM
     with pytest.raises(ValueError, match="Budgets"):
         compact_system_text(SYSTEM, ("Task", "Budgets"))
+
+
+def test_first_requests_keeps_whole_turns_and_their_supervision() -> None:
+    original = row()
+    original["messages"].insert(4, agent_turn("Grasp.", "robot.move_to([0.5, 0, 0.1])", call_id="c2"))
+    original["messages"].insert(5, tool("Cell 2 ok", call_id="c2"))
+    original["meta"].update(supervise_turns=[0, 2], packed_n=3)
+    cut = first_requests(original, 2)
+    assert cut["messages"] == original["messages"][:5] and cut["messages"][-1]["role"] == "assistant"
+    assert cut["meta"]["supervise_turns"] == [0] and cut["meta"]["packed_n"] == 2
+    assert cut["meta"]["first_requests"] == 2 and original["meta"]["supervise_turns"] == [0, 2]
+    assert first_requests(original, 5) == original
+    only_late = {**original, "meta": {**original["meta"], "supervise_turns": [2]}}
+    assert first_requests(only_late, 1)["meta"]["nosup_reason"].startswith("no supervised turn")
+    with pytest.raises(ValueError, match="k >= 1"):
+        first_requests(original, 0)
 
 
 def test_too_long_rows_are_an_error_or_dropped_with_a_count(tmp_path: Path, tiny_smollm2_dir: Path) -> None:
