@@ -29,7 +29,8 @@ from captain_harness.core.episode.policy.base import (  # noqa: E402
     new_call_id,
 )
 from captain_harness.core.episode.runner import run_episode  # noqa: E402
-from captain_harness.core.teacher import TeacherPolicy  # noqa: E402
+from captain_teacher import TeacherPolicy  # noqa: E402
+from captain_teacher.verdicts import literal_verdicts  # noqa: E402
 
 #: (task, official initial state, what kind of task it is)
 TASK_TYPES = [
@@ -62,6 +63,10 @@ def test_teacher_reaches_strict_success(task: str, state: int, kind: str, tmp_pa
     assert code.count("def go(") == 1 and "go(" in code.split("def go(", 1)[1]  # ... and reused
     assert "robot.observe()" in code and "robot.mark_point(" in code and "robot.finish(" in code
     assert all(e["reasoning"] for e in events)  # every request carries its reasoning
+    # every verdict is computed in the session from a measurement, for every kind of goal
+    assert "within tolerance:" in code
+    assert {c["code"]: literal_verdicts(c["code"]) for e in events for c in e["cells"]
+            if literal_verdicts(c["code"])} == {}
     rows = (Path(outcome.record_dir) / "rows.jsonl").read_text().splitlines()
     assert len(rows) == outcome.requests
     assert all(json.loads(r)["meta"]["host_final_success"] is True for r in rows)
@@ -171,7 +176,7 @@ def test_a_finish_against_the_teachers_own_measurement_is_not_trained_on(tmp_pat
         expected.append(only_finish and (failed_check or rejected))
         failed_check |= "within tolerance: False" in output
         rejected |= "finish() rejected" in output
-    assert failed_check and any(expected), "this episode's check no longer fails: pick another"
+    assert (failed_check or rejected) and any(expected), "this episode's check no longer fails: pick another"
     marked = [r["meta"].get("nosup_reason") == "finish_against_evidence" for r in rows]
     assert marked == expected
     assert all(r["meta"].get("nosup_reason") is None for r, m in zip(rows, marked, strict=True) if not m)

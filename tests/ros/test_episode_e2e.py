@@ -24,8 +24,8 @@ def _teacher() -> str:
 
     if "teacher" in available_policies():
         return "teacher"
-    if importlib.util.find_spec("captain_harness.core.teacher.policy") is not None:
-        return "captain_harness.core.teacher.policy:make_teacher"
+    if importlib.util.find_spec("captain_teacher.policy") is not None:
+        return "captain_teacher.policy:make_teacher"
     pytest.skip("no teacher policy on this install")
 
 

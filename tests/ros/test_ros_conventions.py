@@ -168,6 +168,40 @@ def test_clock_is_simulated_time_and_advances_only_while_the_arm_moves(stack) ->
     np.testing.assert_allclose(T[:3, 3], state["value"]["end_effector_position_m"], atol=2e-3)
 
 
+def test_use_sim_time_node_clock_follows_clock_while_timers_keep_going(stack) -> None:
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rcl_interfaces.srv import GetParameters
+
+    _, client, topics = stack
+    response = client.call(GetParameters, "harness/get_parameters", GetParameters.Request(names=["use_sim_time"]))
+    assert response.values[0].bool_value is True  # config/sim.yaml
+    diagnostics: list = []  # the harness's (the perception node publishes on the same topic)
+    sub = client.node.create_subscription(DiagnosticArray, "diagnostics", lambda m: diagnostics.append(m) if any(
+        s.name.startswith("/harness:") for s in m.status) else None, 10)
+    try:
+        time.sleep(0.5)  # the arm is idle: nothing steps the simulator, /clock stands still
+        with topics.lock:
+            idle_clock = topics.clock[-1]
+        joints = topics.wait("joint_states")
+        seen = len(diagnostics)
+        time.sleep(1.2)
+        with topics.lock:
+            assert topics.clock[-1] == idle_clock
+        # steady timers: diagnostics (5 Hz here) and joint states keep coming meanwhile
+        assert len(diagnostics) - seen >= 3, len(diagnostics) - seen
+        assert topics.wait("joint_states", timeout_s=2.0, since=joints) is not joints
+        # the node clock is simulated time: diagnostics are stamped with /clock, not the wall clock
+        last = diagnostics[-1]
+        stamp = last.header.stamp.sec + last.header.stamp.nanosec * 1e-9
+        stamps = [d.header.stamp.sec + d.header.stamp.nanosec * 1e-9 for d in diagnostics[seen:]]
+        assert stamp == pytest.approx(idle_clock, abs=0.05), (idle_clock, stamps)
+        assert time.time() - stamp > 1e6
+        values = {kv.key: kv.value for status in last.status for kv in status.values}
+        assert values["use_sim_time"] == "True"
+    finally:
+        client.node.destroy_subscription(sub)
+
+
 def test_camera_optical_frames_join_tf_static(stack) -> None:
     _, _, topics = stack
     image = topics.wait("image")  # subscribing makes the harness render and publish the camera
@@ -176,8 +210,11 @@ def test_camera_optical_frames_join_tf_static(stack) -> None:
 
     _, client, _ = stack
     for topic in ("/agentview/color/image_raw", "/agentview/color/camera_info"):  # harness.camera_qos default
-        (info,) = client.node.get_publishers_info_by_topic(topic)
-        assert info.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT, topic
+        # every publisher the graph lists (one re-created after a driver swap may still be listed
+        # for a while beside its replacement)
+        infos = client.node.get_publishers_info_by_topic(topic)
+        assert infos, topic
+        assert all(i.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT for i in infos), topic
     deadline = time.monotonic() + 10.0
     while time.monotonic() < deadline and "agentview_optical_frame" not in topics.static:
         time.sleep(0.05)
@@ -231,6 +268,41 @@ def test_negative_goal_values_end_with_the_reason_in_the_result(stack) -> None:
         result = res.result.result
         assert result.failure_category == "invalid_argument", (name, field, result.message)
         assert field in result.message and "range" in result.message, result.message
+
+
+def test_malformed_goals_end_aborted_with_the_reason_and_move_nothing(stack) -> None:
+    from action_msgs.msg import GoalStatus
+
+    from captain_interfaces.action import Hold, MoveTo, Recover
+
+    _, client, _ = stack
+    before = np.asarray(client.robot_call("get_robot_state")["value"]["joint_positions_rad"])
+    start = np.asarray(client.robot_call("get_robot_state")["value"]["end_effector_position_m"])
+    nan, inf = float("nan"), float("inf")
+    cases = [(MoveTo, "move_to", MoveTo.Goal(position_m=[nan, 0.0, 0.3]), "finite"),
+             (MoveTo, "move_to", MoveTo.Goal(position_m=start.tolist(), speed_m_s=inf), "finite"),
+             (MoveTo, "move_to", MoveTo.Goal(position_m=[0.4, 0.0]), "3 values"),
+             (MoveTo, "move_to", MoveTo.Goal(position_m=start.tolist(), quaternion_wxyz=[1.0, 0.0, 0.0]), "4 values"),
+             (MoveTo, "move_to", MoveTo.Goal(position_m=start.tolist(), mode="fast"), "mode"),
+             (MoveTo, "move_to", MoveTo.Goal(args_json="[1, 2]"), "JSON object"),
+             (Hold, "hold", Hold.Goal(duration_s=nan), "finite"),
+             (Recover, "recover", Recover.Goal(max_distance_m=-inf), "finite")]
+    for action_type, name, goal, words in cases:
+        action = client.action(action_type, name)
+        handle = client.wait(action.send_goal_async(goal))
+        assert handle.accepted, (name, goal)
+        res = client.wait(handle.get_result_async())
+        assert res.status == GoalStatus.STATUS_ABORTED, (name, goal)
+        result = res.result.result
+        assert result.failure_category == "invalid_argument" and not result.executed, result.message
+        assert words in result.message and "not run" in result.message, result.message
+        assert json.loads(result.result_json)["message"] == result.message
+    after = np.asarray(client.robot_call("get_robot_state")["value"]["joint_positions_rad"])
+    assert np.max(np.abs(after - before)) < 1e-6
+    # the motion slot was never taken: a valid goal runs right after
+    handle = client.wait(client.action(Hold, "hold").send_goal_async(Hold.Goal(duration_s=0.05)))
+    assert handle.accepted
+    assert client.wait(handle.get_result_async()).status == GoalStatus.STATUS_SUCCEEDED
 
 
 def test_parameters_read_at_start_refuse_a_change_with_a_reason(stack) -> None:

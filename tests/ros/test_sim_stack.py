@@ -144,9 +144,12 @@ def test_one_motion_goal_at_a_time(stack) -> None:
     assert not second.accepted
     client.wait(first.cancel_goal_async())
     assert client.wait(first.get_result_async()).status == GoalStatus.STATUS_CANCELED
-    # malformed goals are rejected in the goal callback
+    # a malformed goal is refused in the goal callback: it ends at once, ABORTED, with the reason
     bad = client.wait(action.send_goal_async(MoveTo.Goal(position_m=[float("nan"), 0.0, 0.3])))
-    assert not bad.accepted
+    refused = client.wait(bad.get_result_async())
+    assert refused.status == GoalStatus.STATUS_ABORTED
+    assert refused.result.result.failure_category == "invalid_argument"
+    assert "finite" in refused.result.result.message and refused.result.executed_distance_m == 0.0
     # and the primitive's own argument checks answer with a result dict
     handle = client.wait(action.send_goal_async(MoveTo.Goal(args_json=json.dumps({"position": [1, 2]}))))
     res = client.wait(handle.get_result_async())
