@@ -233,3 +233,30 @@ def test_cancelling_an_episode_holds_the_arm_and_ends_it(stack, tmp_path: Path) 
     assert events[0]["cells"][0]["receipts"][0].startswith("move_to: FAILED cancelled"), events[0]["cells"]
     assert res.result.requests == 2 and "cancelled" in (summary["error"] or "")
     assert np.max(np.abs(np.array(still) - still[0])) < 1e-9  # the arm holds
+
+
+def test_an_episode_goal_that_cannot_run_says_why_in_its_result(stack) -> None:
+    """Bad settings: the goal is accepted and aborted at once, the reason in the result
+    (a rejected goal carries no reason to its client); then a good goal still runs."""
+    from action_msgs.msg import GoalStatus
+
+    from captain_interfaces.action import RunEpisode
+
+    client = Client()
+    try:
+        action = client.action(RunEpisode, "run_episode")
+        reasons = []
+        for settings in ({"cell_timeout_s": -1.0}, {"max_requests": 0}, {"max_requests": 2.5},
+                         {"speed": 1}, {"mcap": "yes"}):
+            handle = client.wait(action.send_goal_async(RunEpisode.Goal(
+                task="mock/empty", init_state=-1, policy="replay", settings_json=json.dumps(settings))))
+            assert handle.accepted
+            res = client.wait(handle.get_result_async(), timeout_s=60.0)
+            assert res.status == GoalStatus.STATUS_ABORTED and res.result.outcome == "rejected"
+            reasons.append(json.loads(res.result.summary_json)["error"])
+    finally:
+        client.close()
+    assert reasons[:3] == ["cell_timeout_s must be positive, got -1.0", "max_requests must be positive, got 0",
+                           "max_requests must be an integer, got 2.5"]
+    assert reasons[3].startswith("unknown settings ['speed']; known: policy_options, seed, max_requests")
+    assert reasons[4] == "mcap must be true or false, got 'yes'"

@@ -13,7 +13,12 @@ Action ``run_episode`` (captain_interfaces/action/RunEpisode):
   request, its cells and receipts also go out on ``captain/requests``, ``captain/cells``
   and ``captain/receipts`` (``episode_topics``), which ``captain bringup --record`` records;
 * result: the outcome label, host and strict success, requests, physical actions, the
-  episode's record path (``rows.jsonl``) and the whole outcome as JSON.
+  episode's record path (``rows.jsonl``) and the whole outcome as JSON. A goal that cannot
+  run (settings that are not JSON, unknown settings, a budget or timeout that is not
+  positive, ...) is accepted and aborted at once with outcome ``rejected`` and the reason
+  in ``summary_json`` (``{"error": ...}``), so the client reads why; nothing runs. A goal
+  with neither task nor instruction is a client's connection probe and is rejected in
+  the goal callback, as is a second goal while an episode runs (logged).
 
 With ``robot: ros`` (the stacks' setting) the episode runs against the harness node's
 robot through the ROS robot client (``ros_robot_client.ros_backend``): the harness
@@ -126,9 +131,9 @@ class EpisodeRunnerNode(Node):
 
     # ----------------------------------------------------------------- action
     def _on_goal(self, goal: Any) -> GoalResponse:
-        problem = _goal_problem(goal)
-        if problem:
-            self.get_logger().warning(f"rejected an episode goal: {problem}")
+        if not goal.task and not goal.instruction:
+            # a client's connection probe (stack clients send an empty goal): never run
+            self.get_logger().debug("rejected an episode goal without task or instruction (a connection probe)")
             return GoalResponse.REJECT
         with self._lock:
             if self._active is not None:
@@ -151,6 +156,16 @@ class EpisodeRunnerNode(Node):
         goal = goal_handle.request
         self._cancel.clear()
         result = RunEpisode.Result()
+        problem = goal_problem(goal)
+        if problem:
+            # accepted and aborted, so the reason reaches the client in the result
+            self.get_logger().warning(f"refused an episode goal: {problem}")
+            with self._lock:
+                self._active = None
+            result.outcome = "rejected"
+            result.summary_json = json.dumps({"error": problem})
+            goal_handle.abort()
+            return result
         try:
             settings = json.loads(goal.settings_json or "{}")
             policy = CancellablePolicy(make_policy(PolicySpec(goal.policy or self.params["default_policy"],
@@ -233,7 +248,16 @@ class EpisodeRunnerNode(Node):
                             f"running {active}" if active else "idle", values)]
 
 
-def _goal_problem(goal: Any) -> str:
+#: settings_json keys that must be positive numbers (budgets, s) and their kinds
+_POSITIVE = {"max_requests": int, "max_physical_actions": int, "max_wall_time_s": float, "cell_timeout_s": float}
+
+
+def goal_problem(goal: Any) -> str:
+    """Why an episode goal cannot run (``""`` when it can): the task or instruction, and
+    ``settings_json``: a JSON object of known keys, budgets and timeouts positive numbers
+    (``max_requests``/``max_physical_actions`` integers, ``max_wall_time_s``/``cell_timeout_s``
+    seconds), ``seed`` an integer, ``policy_options`` an object, ``record_snapshots``/``mcap``
+    booleans, ``subset`` a string."""
     if not goal.task and not goal.instruction:
         return "give a task (e.g. libero_spatial/0) or an instruction"
     try:
@@ -245,6 +269,24 @@ def _goal_problem(goal: Any) -> str:
     unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:
         return f"unknown settings {unknown}; known: {', '.join(SETTINGS)}"
+    for key, kind in _POSITIVE.items():
+        if key not in settings:
+            continue
+        value = settings[key]
+        if isinstance(value, bool) or not isinstance(value, int | float) or (kind is int and value != int(value)):
+            return f"{key} must be {'an integer' if kind is int else 'a number'}, got {value!r}"
+        if not value > 0:
+            return f"{key} must be positive, got {value!r}"
+    if "seed" in settings and settings["seed"] is not None and (
+            isinstance(settings["seed"], bool) or not isinstance(settings["seed"], int)):
+        return f"seed must be an integer, got {settings['seed']!r}"
+    if not isinstance(settings.get("policy_options", {}), dict):
+        return f"policy_options must be an object, got {settings['policy_options']!r}"
+    for key in ("record_snapshots", "mcap"):
+        if not isinstance(settings.get(key, False), bool):
+            return f"{key} must be true or false, got {settings[key]!r}"
+    if not isinstance(settings.get("subset", ""), str):
+        return f"subset must be a string, got {settings['subset']!r}"
     return ""
 
 
