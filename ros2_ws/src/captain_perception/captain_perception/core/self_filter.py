@@ -138,31 +138,61 @@ _SAMPLED_LEVELS = 6
 _GRIDS: dict[int, np.ndarray] = {}
 
 
-def _fill_triangle(near: np.ndarray, scratch: np.ndarray, uv: np.ndarray, inv_z: np.ndarray) -> None:
-    """Fill one projected triangle (vertices ``uv`` px, inverse depths ``inv_z`` 1/m) into
-    the depth image ``near``, keeping the nearer depth per pixel."""
+def _scan_fill(near: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray, inv_z: np.ndarray) -> None:
+    """Fill projected triangles (vertices ``a``, ``b``, ``c`` (n, 2) px, inverse depths
+    ``inv_z`` (n, 3) 1/m) into the flat depth image ``near`` of an (h, w) frame given as
+    ``near.shape == (h, w)``, keeping the nearer depth per pixel; all triangles at once.
+
+    Row by row (pixel centres at integer coordinates), a triangle covers the pixels
+    within half a pixel of its span on that row, rows within half a pixel of its
+    vertical extent included (about what a filled polygon with 8-connected edges
+    covers). The depth is exact: 1/z is affine in the image, solved from the vertices.
+    """
     h, w = near.shape
-    x0, y0 = np.maximum(np.floor(uv.min(0)).astype(int), 0)
-    x1, y1 = np.minimum(np.ceil(uv.max(0)).astype(int) + 1, [w, h])
-    if x0 >= x1 or y0 >= y1:
+    if len(a) == 0:
         return
-    crop = scratch[y0:y1, x0:x1]
-    crop[:] = 0
-    pts = np.round((uv - [x0, y0]) * (1 << _SHIFT)).astype(np.int32)
-    cv2.fillConvexPoly(crop, pts, 1, lineType=cv2.LINE_8, shift=_SHIFT)
-    ys, xs = np.nonzero(crop)
-    if len(xs) == 0:
+    uv = np.stack([a, b, c], 1)  # (n, 3, 2)
+    A = np.concatenate([uv, np.ones((len(a), 3, 1))], 2)
+    singular = np.abs(np.linalg.det(A)) < 1e-9
+    A[singular] = np.eye(3)
+    coef = np.linalg.solve(A, inv_z[..., None])[..., 0]  # (n, 3): 1/z = c0 x + c1 y + c2
+    coef[singular] = np.c_[np.zeros((int(singular.sum()), 2)), inv_z[singular].mean(1)]
+    ymin, ymax = uv[..., 1].min(1), uv[..., 1].max(1)
+    r0 = np.maximum(np.ceil(ymin - 0.5), 0).astype(np.int64)
+    r1 = np.minimum(np.floor(ymax + 0.5), h - 1).astype(np.int64)
+    rows = np.maximum(r1 - r0 + 1, 0)
+    if rows.sum() == 0:
         return
-    # 1/z is affine in the image: solve it from the three vertices
-    A = np.c_[uv, np.ones(3)]
-    try:
-        coef = np.linalg.solve(A, inv_z)
-    except np.linalg.LinAlgError:
-        coef = np.array([0.0, 0.0, float(inv_z.mean())])
-    iz = coef[0] * (xs + x0) + coef[1] * (ys + y0) + coef[2]
-    zz = (1.0 / np.clip(iz, inv_z.min(), inv_z.max())).astype(np.float32)
-    region = near[y0:y1, x0:x1]
-    region[ys, xs] = np.minimum(region[ys, xs], zz)
+    tri = np.repeat(np.arange(len(a)), rows)
+    y = (r0[tri] + np.arange(len(tri)) - np.repeat(np.cumsum(rows) - rows, rows)).astype(np.float64)
+    yc = np.clip(y, ymin[tri], ymax[tri])
+    # the span of each row: where the row meets the three edges
+    xl = np.full(len(tri), np.inf)
+    xr = np.full(len(tri), -np.inf)
+    for i, j in ((0, 1), (1, 2), (2, 0)):
+        p, q = uv[tri, i], uv[tri, j]
+        dy = q[:, 1] - p[:, 1]
+        meets = (np.minimum(p[:, 1], q[:, 1]) <= yc) & (yc <= np.maximum(p[:, 1], q[:, 1]))
+        flat = meets & (dy == 0)
+        t = np.where(dy != 0, (yc - p[:, 1]) / np.where(dy != 0, dy, 1.0), 0.0)
+        x = p[:, 0] + t * (q[:, 0] - p[:, 0])
+        xl = np.where(meets, np.minimum(xl, x), xl)
+        xr = np.where(meets, np.maximum(xr, x), xr)
+        xl = np.where(flat, np.minimum(xl, np.minimum(p[:, 0], q[:, 0])), xl)
+        xr = np.where(flat, np.maximum(xr, np.maximum(p[:, 0], q[:, 0])), xr)
+    ok = np.isfinite(xl)
+    c0 = np.maximum(np.ceil(np.where(ok, xl, 0.0) - 0.5), 0).astype(np.int64)
+    c1 = np.minimum(np.floor(np.where(ok, xr, -1.0) + 0.5), w - 1).astype(np.int64)
+    cols = np.where(ok, np.maximum(c1 - c0 + 1, 0), 0)
+    if cols.sum() == 0:
+        return
+    seg = np.repeat(np.arange(len(tri)), cols)
+    xs = c0[seg] + np.arange(len(seg)) - np.repeat(np.cumsum(cols) - cols, cols)
+    ys = y[seg].astype(np.int64)
+    t = tri[seg]
+    iz = coef[t, 0] * xs + coef[t, 1] * ys + coef[t, 2]
+    iz = np.clip(iz, inv_z.min(1)[t], inv_z.max(1)[t])
+    np.minimum.at(near.reshape(-1), ys * w + xs, (1.0 / iz).astype(np.float32))
 
 
 def _barycentric_grid(n: int) -> np.ndarray:
@@ -253,6 +283,8 @@ class RobotSelfFilter:
             scale = np.asarray(go.meshScale, float) if go.meshScale is not None else np.ones(3)
             v, t = simplify_mesh(v * scale, t, float(self.config.mesh_resolution_m))
             self.meshes.append(_Mesh(go.name, int(go.parentJoint), np.asarray(go.placement.homogeneous, float), v, t))
+        # by joint, so that one transform per joint poses a contiguous block of vertices
+        self.meshes.sort(key=lambda m: m.joint)
         if not self.meshes:
             raise ValueError(f"{path} has no {self.config.geometry} geometry to draw the robot mask from")
         missing = [n for n in description.arm_joint_names if not model.existJointName(n)]
@@ -283,6 +315,16 @@ class RobotSelfFilter:
         self._triangles = np.concatenate([m.triangles + o for m, o in zip(self.meshes, self._offsets[:-1],
                                                                           strict=True)])
         self._tri_mesh = np.concatenate([np.full(len(m.triangles), i) for i, m in enumerate(self.meshes)])
+        self._tri_count = np.array([len(m.triangles) for m in self.meshes])
+        #: every vertex in its joint's frame, and the (joint, first, end) vertex block of each joint
+        self._vertices_joint = np.concatenate([m.vertices @ m.placement[:3, :3].T + m.placement[:3, 3]
+                                               for m in self.meshes])
+        self._joint_blocks: list[tuple[int, int, int]] = []
+        for m, o in zip(self.meshes, self._offsets[:-1], strict=True):
+            if self._joint_blocks and self._joint_blocks[-1][0] == m.joint:
+                self._joint_blocks[-1] = (m.joint, self._joint_blocks[-1][1], int(o) + len(m.vertices))
+            else:
+                self._joint_blocks.append((m.joint, int(o), int(o) + len(m.vertices)))
         #: sign of the image-plane cross product of a triangle facing the camera (meshes wound
         #: counter-clockwise seen from outside, as MJCF and URDF meshes are)
         self._facing = 1.0
@@ -317,39 +359,37 @@ class RobotSelfFilter:
             at each pixel, m, inf where none).
         """
         K = np.asarray(frame.K, float)
-        T_camera_base = np.linalg.inv(np.asarray(frame.T_base_camera, float))
+        T_camera_world = np.linalg.inv(np.asarray(frame.T_base_camera, float)) @ self._T_base_world
         w, h = frame.size_px
-        poses = self.mesh_poses_base(joint_positions_rad, gripper_open_fraction)
-        # every vertex in the camera frame, one transform per mesh
+        q = self.configuration(joint_positions_rad, gripper_open_fraction)
+        self._pin.forwardKinematics(self.model, self.data, q)
+        # every vertex in the camera frame, one transform per joint
         P = np.empty((self._offsets[-1], 3))
-        for mesh, T, a in zip(self.meshes, poses, self._offsets[:-1], strict=True):
-            T_cm = T_camera_base @ T
-            P[a:a + len(mesh.vertices)] = mesh.vertices @ T_cm[:3, :3].T + T_cm[:3, 3]
+        for joint, v0, v1 in self._joint_blocks:
+            T = T_camera_world @ self.data.oMi[joint].homogeneous
+            P[v0:v1] = self._vertices_joint[v0:v1] @ T[:3, :3].T + T[:3, 3]
         z = P[:, 2]
         front = z > self.config.near_m
         zs = np.where(front, z, 1.0)
         uv = np.empty((len(P), 2))
         uv[:, 0] = K[0, 0] * P[:, 0] / zs + K[0, 2]
         uv[:, 1] = K[1, 1] * P[:, 1] / zs + K[1, 2]
-        tris = self._triangles
-        keep = front[tris].all(axis=1)
         hidden = self._hidden_meshes(uv, z, front, w, h, depth_m)
-        if hidden.any():
-            keep &= ~hidden[self._tri_mesh]
+        tris = self._triangles[np.repeat(~hidden, self._tri_count)]
+        tris = tris[front[tris].all(axis=1)]
         a, b, c = uv[tris[:, 0]], uv[tris[:, 1]], uv[tris[:, 2]]
         cross = (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0])
-        keep &= cross * self._facing < 0.0
         lo = np.minimum(np.minimum(a, b), c)
         hi = np.maximum(np.maximum(a, b), c)
-        keep &= (hi[:, 0] >= 0) & (hi[:, 1] >= 0) & (lo[:, 0] < w) & (lo[:, 1] < h)
-        tris, a, b, c = tris[keep], a[keep], b[keep], c[keep]
+        keep = (cross * self._facing < 0.0) & (hi[:, 0] >= 0) & (hi[:, 1] >= 0) & (lo[:, 0] < w) & (lo[:, 1] < h)
+        tris, a, b, c, lo, hi = tris[keep], a[keep], b[keep], c[keep], lo[keep], hi[keep]
         # triangles up to 2**_SAMPLED_LEVELS px across are sampled on a barycentric grid of
         # at most 2 px (the one-pixel gaps are closed below), depth interpolated as 1/z,
-        # nearest sample kept per pixel; larger ones are filled one by one with their exact
+        # nearest sample kept per pixel; larger ones are filled row by row with their exact
         # perspective depth
-        span = (np.maximum(np.maximum(a, b), c) - np.minimum(np.minimum(a, b), c)).max(axis=1)
+        span = (hi - lo).max(axis=1)
         level = np.ceil(np.log2(np.maximum(span, 1.0))).astype(np.int64)
-        inv_z = 1.0 / z
+        inv_z = 1.0 / np.where(front, z, 1.0)
         near = np.full(h * w, np.inf, np.float32)
         for k in np.unique(level[level <= _SAMPLED_LEVELS]):
             sel = level == k
@@ -361,11 +401,9 @@ class RobotSelfFilter:
             inside = (x >= 0) & (y >= 0) & (x < w) & (y < h)
             np.minimum.at(near, y[inside] * w + x[inside], zz[inside])
         near = near.reshape(h, w)
-        large = np.nonzero(level > _SAMPLED_LEVELS)[0]
-        if len(large):
-            scratch = np.zeros((h, w), np.uint8)
-            for i in large:
-                _fill_triangle(near, scratch, np.stack([a[i], b[i], c[i]]), inv_z[tris[i]])
+        large = level > _SAMPLED_LEVELS
+        if large.any():
+            _scan_fill(near, a[large], b[large], c[large], inv_z[tris[large]])
         # one-pixel gaps between samples take their nearest neighbour's depth
         gaps = ~np.isfinite(near)
         if gaps.any():
@@ -377,24 +415,28 @@ class RobotSelfFilter:
     def _hidden_meshes(self, uv: np.ndarray, z: np.ndarray, front: np.ndarray, w: int, h: int,
                        depth_m: np.ndarray | None) -> np.ndarray:
         """Meshes out of the image or wholly behind the measured depth (bool per mesh)."""
-        hidden = np.zeros(len(self.meshes), bool)
+        starts = self._offsets[:-1]
+        seen = np.logical_or.reduceat(front, starts)
+        u = np.where(front, uv[:, 0], np.nan)
+        v = np.where(front, uv[:, 1], np.nan)
+        with np.errstate(invalid="ignore"):
+            box = np.stack([np.fmin.reduceat(u, starts), np.fmin.reduceat(v, starts),
+                            np.fmax.reduceat(u, starts), np.fmax.reduceat(v, starts)], 1)
+        box = np.where(seen[:, None], box, 0.0)
+        x0 = np.maximum(np.floor(box[:, 0]), 0).astype(int)
+        y0 = np.maximum(np.floor(box[:, 1]), 0).astype(int)
+        x1 = np.minimum(np.ceil(box[:, 2]) + 1, w).astype(int)
+        y1 = np.minimum(np.ceil(box[:, 3]) + 1, h).astype(int)
+        hidden = ~seen | (x0 >= x1) | (y0 >= y1)
+        if depth_m is None:
+            return hidden
+        # farthest measured depth in each mesh's box (every other pixel) against its nearest vertex
+        far = np.where(np.isfinite(depth_m) & (depth_m > 0), depth_m, -np.inf)
+        z_min = np.fmin.reduceat(np.where(front, z, np.nan), starts)
         tol = self.config.depth_tolerance_m
-        for i, (a, b) in enumerate(zip(self._offsets[:-1], self._offsets[1:], strict=True)):
-            f = front[a:b]
-            if not f.any():
-                hidden[i] = True
-                continue
-            p = uv[a:b][f]
-            x0, y0 = np.maximum(np.floor(p.min(0)).astype(int), 0)
-            x1, y1 = np.minimum(np.ceil(p.max(0)).astype(int) + 1, [w, h])
-            if x0 >= x1 or y0 >= y1:
-                hidden[i] = True
-                continue
-            if depth_m is None:
-                continue
-            d = depth_m[y0:y1:2, x0:x1:2]
-            d = d[np.isfinite(d) & (d > 0)]
-            if len(d) and float(d.max()) < float(z[a:b][f].min()) - tol:
+        for i in np.nonzero(~hidden)[0]:
+            d = float(far[y0[i]:y1[i]:2, x0[i]:x1[i]:2].max())
+            if np.isfinite(d) and d < float(z_min[i]) - tol:
                 hidden[i] = True
         return hidden
 
