@@ -18,7 +18,6 @@ the policy boundary: an unreachable harness or a timeout becomes a failed result
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
 import threading
@@ -66,19 +65,16 @@ class RosRobotClient:
 
     def __init__(self, namespace: str = "", *, call_timeout_s: float = 600.0,
                  node_name: str = "captain_robot_client") -> None:
-        import rclpy
         from rclpy.action import ActionClient
-        from rclpy.context import Context
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.signals import SignalHandlerOptions
 
         from captain_interfaces.action import Hold, MoveTo, Recover, Release
         from captain_interfaces.srv import DescribeRobot, HostState, ResetEpisode, RobotCall
 
         self.call_timeout_s = float(call_timeout_s)
-        self._context = Context()
-        rclpy.init(args=[], context=self._context, signal_handler_options=SignalHandlerOptions.NO)
-        self.node = rclpy.create_node(node_name, namespace=namespace or "", context=self._context)
+        from captain_harness.nodes.private_node import PrivateNode
+
+        self._private = PrivateNode(node_name, namespace)
+        self.node = self._private.node
         self._types = {"move_to": MoveTo, "hold": Hold, "recover": Recover, "release": Release}
         self._actions = {name: ActionClient(self.node, self._types[name], name) for name in MOTION_ACTIONS}
         self._robot_call = self.node.create_client(RobotCall, "robot_call")
@@ -92,16 +88,7 @@ class RosRobotClient:
         self._goal_handle: Any = None
         self._halted = threading.Event()
         self._closed = threading.Event()
-        self._executor = SingleThreadedExecutor(context=self._context)
-        self._executor.add_node(self.node)
-        self._thread = threading.Thread(target=self._spin, name=f"{node_name}_executor", daemon=True)
-        self._thread.start()
-
-    def _spin(self) -> None:
-        from rclpy.executors import ExternalShutdownException
-
-        with contextlib.suppress(ExternalShutdownException, RuntimeError):
-            self._executor.spin()
+        self._private.start()
 
     def _wait(self, future: Any, timeout_s: float) -> Any:
         """The future's result. Polled (every 0.1 ms for the first 50 ms, then less and
@@ -306,13 +293,7 @@ class RosRobotClient:
         """Stop the executor thread and release the context (pending calls end with a
         failed result)."""
         self._closed.set()
-        with contextlib.suppress(Exception):
-            self._executor.shutdown(timeout_sec=1.0)
-        with contextlib.suppress(Exception):
-            self.node.destroy_node()
-        with contextlib.suppress(Exception):
-            self._context.try_shutdown()
-        self._thread.join(timeout=2.0)
+        self._private.close()
 
 
 def remote_api(client: RosRobotClient, budget: Budget | None = None) -> RobotAPI:

@@ -70,21 +70,18 @@ class StackFleet:
 
     def __init__(self, stacks: Sequence[str], *, timeouts: StackTimeouts | None = None,
                  node_name: str = "captain_stack_client") -> None:
-        import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from rclpy.action import ActionClient
-        from rclpy.context import Context
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.signals import SignalHandlerOptions
 
         from captain_interfaces.action import RunEpisode
 
         self.stacks = list(stacks)
         self.timeouts = timeouts or StackTimeouts()
         self._RunEpisode = RunEpisode
-        self._context = Context()
-        rclpy.init(args=[], context=self._context, signal_handler_options=SignalHandlerOptions.NO)
-        self.node = rclpy.create_node(node_name, context=self._context)
+        from captain_harness.nodes.private_node import PrivateNode
+
+        self._private = PrivateNode(node_name)
+        self.node = self._private.node
         self._lock = threading.Lock()
         now = time.monotonic()
         self._last_seen = {s: now for s in self.stacks}
@@ -94,16 +91,7 @@ class StackFleet:
                                                     lambda msg, s=s: self._on_diagnostics(s, msg), 10)
                       for s in self.stacks]
         self._closed = threading.Event()
-        self._executor = SingleThreadedExecutor(context=self._context)
-        self._executor.add_node(self.node)
-        self._thread = threading.Thread(target=self._spin, name=f"{node_name}_executor", daemon=True)
-        self._thread.start()
-
-    def _spin(self) -> None:
-        from rclpy.executors import ExternalShutdownException
-
-        with contextlib.suppress(ExternalShutdownException, RuntimeError):
-            self._executor.spin()
+        self._private.start()
 
     def _on_diagnostics(self, stack: str, msg: Any) -> None:
         if any("episode_runner" in status.name for status in msg.status):
@@ -230,13 +218,7 @@ class StackFleet:
     def close(self) -> None:
         """Stop the executor thread and release the context."""
         self._closed.set()
-        with contextlib.suppress(Exception):
-            self._executor.shutdown(timeout_sec=1.0)
-        with contextlib.suppress(Exception):
-            self.node.destroy_node()
-        with contextlib.suppress(Exception):
-            self._context.try_shutdown()
-        self._thread.join(timeout=2.0)
+        self._private.close()
 
 
 def episode_settings(config: Any) -> dict[str, Any]:
