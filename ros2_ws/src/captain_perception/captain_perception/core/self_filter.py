@@ -140,8 +140,8 @@ _GRIDS: dict[int, np.ndarray] = {}
 
 def _scan_fill(near: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray, inv_z: np.ndarray) -> None:
     """Fill projected triangles (vertices ``a``, ``b``, ``c`` (n, 2) px, inverse depths
-    ``inv_z`` (n, 3) 1/m) into the flat depth image ``near`` of an (h, w) frame given as
-    ``near.shape == (h, w)``, keeping the nearer depth per pixel; all triangles at once.
+    ``inv_z`` (n, 3) 1/m) into the (h, w) float32 depth image ``near`` (m, updated in
+    place), keeping the nearer depth per pixel; all triangles in one vectorised pass.
 
     Row by row (pixel centres at integer coordinates), a triangle covers the pixels
     within half a pixel of its span on that row, rows within half a pixel of its
