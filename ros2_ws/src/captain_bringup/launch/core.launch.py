@@ -15,6 +15,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from captain_bringup.core.stack import STACKS, param_files, stack_nodes
+from captain_perception.nodes.dds_profile import profile_env
 
 
 def _nodes(context, *args, **kwargs):
@@ -24,9 +25,10 @@ def _nodes(context, *args, **kwargs):
     overlay = context.launch_configurations.get("params_file", "")
     if overlay:  # a site's overlay, keyed by node name; it wins over the stack's files
         files.append(overlay)
+    env = profile_env()  # the stack's Fast DDS profile (large camera frames), unless one is chosen
     return [
         Node(package=spec.package, executable=spec.executable, name=spec.name, namespace=namespace,
-             parameters=files, output="screen", emulate_tty=True,
+             parameters=files, output="screen", emulate_tty=True, additional_env=env or None,
              respawn=spec.respawn, respawn_delay=spec.respawn_delay_s)
         for spec in stack_nodes(stack)
     ]

@@ -8,7 +8,10 @@ Set-up: the tabletop scene's head camera frame (512 x 512 RGB and depth, the "fr
 pair" a segment request carries) is recorded once; a perception node (``perception_node``
 with ``proxy:=false``, the classical segmenter, one worker) runs in its own process on an
 isolated ROS domain (localhost discovery); each client is a ``RemoteSegmenter`` over
-``RosPerceptionTransport``, asking ``segment(frame, "red cube")``.
+``RosPerceptionTransport``, asking ``segment(frame, "red cube")``. Every process uses the
+stack's Fast DDS profile (``captain_perception.nodes.dds_profile``, as ``captain`` and the
+bringup set it); ``CAPTAIN_DDS_PROFILE=off`` measures Fast DDS's defaults instead
+(``remote_dds_profile`` says which: 1 or 0).
 
 * ``remote_overhead_ms_median`` / ``_p90`` (action) and ``remote_service_overhead_ms_*``
   (service): the client's wall time per request (packing the frame, DDS both ways, the
@@ -195,9 +198,13 @@ def remote_figures(requests: int = 40) -> dict[str, float]:
     """The remote section's figures (see the module docstring)."""
     from captain_perception.core.pointcloud import FrameCloud
     from captain_perception.core.segmenters import ClassicalSegmenter
+    from captain_perception.nodes.dds_profile import PROFILE_VARIABLES, use_profile
 
     if requests < 1:
         raise ValueError(f"requests must be at least 1, got {requests}")
+    use_profile()  # before this process's first participant; the node and clients inherit it
+    profile = next((os.environ[v] for v in PROFILE_VARIABLES if os.environ.get(v)), "")
+    print(f"Fast DDS profile: {profile or 'none (Fast DDS defaults)'}", flush=True)
     with tempfile.TemporaryDirectory(prefix="captain_bench_remote_") as tmp:
         frame_path = _record_frame(Path(tmp) / "frame.npz")
         frame = _load_frame(frame_path)
@@ -248,6 +255,7 @@ def remote_figures(requests: int = 40) -> dict[str, float]:
         "remote_throughput_2_clients_rps": 2 * requests / both_window,
         "remote_2_clients_latency_ms_median": _ms(both_rt),
         "remote_requests": float(requests),
+        "remote_dds_profile": float(bool(profile)),
     }
 
 

@@ -76,6 +76,9 @@ for _name, _target, _help in SUBCOMMANDS:
 
 def main() -> None:
     """Console-script entry point."""
+    from captain_perception.nodes.dds_profile import use_profile
+
+    use_profile()  # the stack's Fast DDS profile for this process and its children (dds_profile)
     app(prog_name="captain")
 
 

@@ -274,7 +274,9 @@ class PerceptionNode(LifecycleNode):
 def main(args: list[str] | None = None) -> int:
     """Console entry point ``perception_node``."""
     from captain_harness.nodes.hosting import run_nodes
+    from captain_perception.nodes.dds_profile import use_profile
 
+    use_profile()  # before the process's first participant (see dds_profile)
     return run_nodes([PerceptionNode], args)
 
 

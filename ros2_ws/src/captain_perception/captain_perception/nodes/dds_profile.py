@@ -1,0 +1,48 @@
+"""The Fast DDS profile the stack's processes use for camera frames (ROS-free).
+
+``fastdds_frames.xml`` (beside this module) is Fast DDS's built-in transports (shared
+memory on this machine, UDPv4 to others) with a 16 MB shared-memory segment instead of
+the built-in 512 KB: a perception request carrying a 512 x 512 RGB + depth frame pair is
+~1.8 MB, and with the small segment its fragments wait for buffers to be released.
+
+Fast DDS reads ``FASTDDS_DEFAULT_PROFILES_FILE`` once per process, when the process's
+first participant is created, and a participant writes into its own segment, so both
+ends of a request need it from the start: ``captain`` commands, ``captain bringup``'s
+children, the launch files and ``perception_node`` set it unless it is already set (a
+site's own profile wins) or the RMW is not Fast DDS. ``CAPTAIN_DDS_PROFILE=off`` keeps
+Fast DDS's defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import MutableMapping
+from pathlib import Path
+
+#: the profile file shipped with the package
+PROFILE = Path(__file__).with_name("fastdds_frames.xml")
+#: the variables Fast DDS reads its XML profiles from (the second is the older name)
+PROFILE_VARIABLES = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
+
+
+def profile_env(env: MutableMapping[str, str] | None = None) -> dict[str, str]:
+    """The variables to add to ``env`` (default ``os.environ``) so that a process uses the
+    stack's Fast DDS profile: ``{}`` when a profile is already chosen, the RMW is not Fast
+    DDS, or ``CAPTAIN_DDS_PROFILE`` is ``off``."""
+    env = os.environ if env is None else env
+    if env.get("CAPTAIN_DDS_PROFILE", "").lower() in ("off", "0", "false", "no"):
+        return {}
+    if any(env.get(name) for name in PROFILE_VARIABLES):
+        return {}
+    if env.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp") not in ("rmw_fastrtps_cpp", "rmw_fastrtps_dynamic_cpp"):
+        return {}
+    return {"FASTDDS_DEFAULT_PROFILES_FILE": str(PROFILE)}
+
+
+def use_profile(env: MutableMapping[str, str] | None = None) -> dict[str, str]:
+    """Add ``profile_env(env)`` to ``env`` (default ``os.environ``: call it before the
+    process's first ROS participant) and return what was added."""
+    env = os.environ if env is None else env
+    added = profile_env(env)
+    env.update(added)
+    return added

@@ -1,0 +1,81 @@
+"""The stack's Fast DDS profile (``captain_perception.nodes.dds_profile``): when it is
+chosen, that the shipped XML is one Fast DDS accepts, and that a participant created
+with it gets the large shared-memory segment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from captain_perception.nodes.dds_profile import PROFILE, profile_env, use_profile
+
+NS = {"dds": "http://www.eprosima.com"}
+#: a 512 x 512 RGB (uint8) + depth (float32) frame pair, bytes
+FRAME_PAIR = 512 * 512 * 3 + 512 * 512 * 4
+
+
+def test_profile_is_chosen_unless_another_is():
+    assert profile_env({}) == {"FASTDDS_DEFAULT_PROFILES_FILE": str(PROFILE)}
+    assert profile_env({"RMW_IMPLEMENTATION": "rmw_fastrtps_cpp"}) == {"FASTDDS_DEFAULT_PROFILES_FILE": str(PROFILE)}
+    # a site's own profile (either variable) wins; another RMW has no use for it; off keeps Fast DDS's defaults
+    assert profile_env({"FASTDDS_DEFAULT_PROFILES_FILE": "/site.xml"}) == {}
+    assert profile_env({"FASTRTPS_DEFAULT_PROFILES_FILE": "/site.xml"}) == {}
+    assert profile_env({"RMW_IMPLEMENTATION": "rmw_cyclonedds_cpp"}) == {}
+    assert profile_env({"CAPTAIN_DDS_PROFILE": "off"}) == {}
+    env: dict[str, str] = {"PATH": "/bin"}
+    assert use_profile(env) == {"FASTDDS_DEFAULT_PROFILES_FILE": str(PROFILE)}
+    assert env["FASTDDS_DEFAULT_PROFILES_FILE"] == str(PROFILE) and env["PATH"] == "/bin"
+    assert use_profile(env) == {}  # already chosen
+
+
+def test_profile_keeps_both_transports_and_holds_frame_pairs():
+    root = ET.parse(PROFILE).getroot()
+    descriptors = {d.findtext("dds:transport_id", namespaces=NS): d
+                   for d in root.iterfind(".//dds:transport_descriptor", NS)}
+    kinds = {d.findtext("dds:type", namespaces=NS) for d in descriptors.values()}
+    assert kinds == {"SHM", "UDPv4"}  # this machine and the others, as Fast DDS's built-in ones
+    shm = next(d for d in descriptors.values() if d.findtext("dds:type", namespaces=NS) == "SHM")
+    assert int(shm.findtext("dds:segment_size", namespaces=NS)) >= 4 * FRAME_PAIR
+    participant = root.find(".//dds:participant", NS)
+    assert participant.get("is_default_profile") == "true"
+    used = [t.text for t in participant.iterfind(".//dds:userTransports/dds:transport_id", NS)]
+    assert sorted(used) == sorted(descriptors)
+
+
+_CHILD = r"""
+import os, sys, rclpy
+def segments():
+    return {n: os.stat('/dev/shm/' + n).st_size for n in os.listdir('/dev/shm') if n.startswith('fastdds_')}
+before = segments()
+rclpy.init()
+node = rclpy.create_node('dds_profile_probe')
+new = {n: s for n, s in segments().items() if n not in before}
+print('LARGEST', max(new.values(), default=0), flush=True)
+node.destroy_node()
+rclpy.shutdown()
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
+@pytest.mark.parametrize("with_profile", [True, False])
+def test_participant_gets_the_profile_segment(with_profile):
+    """A fresh process's participant: with the profile its shared-memory segment holds
+    several frame pairs; with Fast DDS's defaults it holds less than one."""
+    env = {k: v for k, v in os.environ.items() if k not in ("FASTDDS_DEFAULT_PROFILES_FILE",
+                                                              "FASTRTPS_DEFAULT_PROFILES_FILE")}
+    env["RMW_IMPLEMENTATION"] = "rmw_fastrtps_cpp"
+    env["ROS_DOMAIN_ID"] = "97"
+    if with_profile:
+        use_profile(env)
+    out = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "XMLPARSER" not in out.stderr and "XMLPARSER" not in out.stdout, out.stderr[-2000:]
+    largest = int(next(line for line in out.stdout.splitlines() if line.startswith("LARGEST")).split()[1])
+    if with_profile:
+        assert largest >= 4 * FRAME_PAIR
+    else:
+        assert 0 < largest < FRAME_PAIR
