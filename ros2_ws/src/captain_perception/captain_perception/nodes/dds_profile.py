@@ -3,7 +3,8 @@
 ``fastdds_frames.xml`` (beside this module) is Fast DDS's built-in transports (shared
 memory on this machine, UDPv4 to others) with a 16 MB shared-memory segment instead of
 the built-in 512 KB: a perception request carrying a 512 x 512 RGB + depth frame pair is
-~1.8 MB, and with the small segment its fragments wait for buffers to be released.
+~1.8 MB, and with the small segment its fragments wait for buffers to be released. Each
+participant's segment is a /dev/shm file of that size, allocated when it starts.
 
 Fast DDS reads ``FASTDDS_DEFAULT_PROFILES_FILE`` once per process, when the process's
 first participant is created, and a participant writes into its own segment, so both
