@@ -63,7 +63,11 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], parts:
         ov = _unique(ov + "_f", used)
         dv_f = dv + "_f"
         used.add(dv_f)
-        groups.append([target(dv_f, rel.dest.click, ignore=(rel.obj,)),
+        # a region's fixture (the stove, the basket) is clicked where the object does not hide
+        # it: a click on its middle lands on the object resting there, and both clicks then
+        # mark one region
+        ignore = () if rel.dest.region else (rel.obj,)
+        groups.append([target(dv_f, rel.dest.click, ignore=ignore),
                        target(ov, rel.obj, points=_high_wall_points(ctx, rel.obj))])
         pairs.append((ov, dv_f, rel))
     evidence = [part_evidence(ctx, op, name) for op, name in parts]
@@ -99,6 +103,12 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], parts:
         names.append(var)
         lines.append(cells.measure(var, ov, dv))
         rel_lines, check, what = relation_check(ctx, var, rel.obj, rel.dest, XY_TOLERANCE_M)
+        if rel.dest.region and rel.dest.click:
+            # the host judges a region goal by the destination's measured extent: the object's
+            # centre within the measured footprint (object_over_destination); check it too
+            over = f'{var}["object_over_destination"]'
+            rel_lines.append(f'print("over the {rel.dest.label}\'s measured extent:", {over})')
+            check = f"{check} and {over}"
         lines += rel_lines
         checks.append(check)
         words.append(what)

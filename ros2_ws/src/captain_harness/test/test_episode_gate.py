@@ -98,6 +98,26 @@ def test_measurement_before_the_last_action_or_with_stale_detections_does_not_co
     assert "used detections made before" in out.result["message"]
 
 
+@pytest.mark.parametrize(("goal", "dx", "accepted"), [
+    ("In(akita_black_bowl_1, plate_1_contain_region)", 0.03, True),   # inside the measured extent (4 cm)
+    ("In(akita_black_bowl_1, plate_1_contain_region)", 0.06, False),  # beyond it
+    ("On(akita_black_bowl_1, plate_1)", 0.03, False),                 # an object: 2 cm of its centre
+])
+def test_region_goals_are_judged_by_the_measured_extent(tmp_path: Path, goal: str, dx: float, accepted: bool) -> None:
+    world = ToyWorld(tmp_path)
+    api = RobotAPI()
+    api.register_object(world)
+    standards = standards_for([goal])
+    assert standards[0].region == goal.startswith("In(")
+    assert ("footprint.radius_m" in standards[0].describe()) == standards[0].region
+    gate = CompletionGate(standards, GateConfig())
+    api.register("finish", gate.primitive(api), group="finish")
+    place(api, world, dx=dx)
+    assert abs(measure(api)["value"]["xy_distance_m"] - dx) < 1e-6
+    out = api.call("finish")
+    assert out.result["success"] is accepted and gate.accepted_on_evidence is accepted
+
+
 def test_articulated_and_free_form_goals_need_a_fresh_look(tmp_path: Path) -> None:
     world = ToyWorld(tmp_path)
     for goals, look in ((["Open(top_drawer)"], "observe"), ([], "observe")):

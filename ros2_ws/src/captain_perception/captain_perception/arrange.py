@@ -64,11 +64,16 @@ def put_on(driver: Any, name: str, support: str, drop_m: float = 0.03,
            offset_xy_m: tuple[float, float] = (0.0, 0.0)) -> None:
     """Drop ``name`` onto the middle of ``support`` (plus ``offset_xy_m``) and let it settle.
 
+    The middle is the support's free-joint origin, or its body origin for a fixture.
+
     The object is lifted ``drop_m`` above its own height or just above the support's top,
     whichever is higher, so it falls into a basket rather than inside its wall.
     """
     p = object_position_world(driver, name)
-    q = object_position_world(driver, support)
+    try:
+        q = object_position_world(driver, support)
+    except KeyError:  # a fixture (the stove, a cabinet): its body's origin
+        q = driver.scene.data.xpos[_bodies(driver)[support]].copy()
     top = _top_z_world(driver, support)
     low = _bottom_z_world(driver, name) - p[2]  # lowest point relative to the root body
     z = max(p[2] + drop_m, top - low + 0.01)

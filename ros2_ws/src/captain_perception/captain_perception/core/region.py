@@ -23,6 +23,10 @@ and ``lobe_min_radius_m`` in inscribed radius, the piece is two bodies joined by
 neck. It is then split by a watershed on the L*a*b* image seeded with the cores, so
 the cut follows the colour seam between the bodies, and the seed's part is kept. A
 single compact object has one core at every level and is left whole.
+
+An object resting on another without a colour change at the contact (a bowl on the
+stove, a box in a basket or a bowl, a cube on a plate) is cut away from it by
+``region_split.split_supported``, which looks for the flat face one of them offers.
 """
 
 from __future__ import annotations
@@ -31,8 +35,10 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
+from scipy import ndimage
 
 from captain_perception.core.pointcloud import FrameCloud, normal_planes
+from captain_perception.core.region_split import split_supported
 
 
 @dataclass(frozen=True)
@@ -57,9 +63,29 @@ class RegionParams:
         lobe_ratio: a core counts as a lobe when its inscribed radius is at least this
             fraction of the piece's largest inscribed radius.
         lobe_min_radius_m: smallest inscribed radius of a lobe, metres.
+        split_supported: cut bodies resting on or lying in a piece away from it
+            (``region_split.split_supported``).
+        supported_up_cos: a point faces up when its normal's z exceeds this.
+        supported_band_m: half-thickness of the flat face around its height, metres.
+        supported_contact_m: a part rests on the face when its lowest point is this
+            close to the face's height, metres.
+        supported_min_height_m: the part's top rises at least this above the face, metres.
+        supported_area_ratio: the part's footprint covers at most this share of the
+            face's footprint.
+        supported_faces: how many of a piece's most common heights of upward-facing
+            points are tried as the face.
+        supported_face_share: a face holds at least this share of its piece's pixels.
+        contained_coverage: share of the directions around a body lying in a container
+            in which the container's points lie.
+        contained_gap_m: the container's rim lies at least this far outside the body's
+            top, metres.
+        relief_margin_m: a body's points low over the face lie within this of its higher
+            points' footprint; farther ones are the support's relief (a burner), metres.
         lobe_support_tolerance_m: lobes are split apart only when each reaches this close
             to the piece's lowest point (z, base frame), as bodies standing side by side do;
             metres.
+        lobe_max_hole_share: a piece whose outline encloses holes over this share of its
+            area (a ring around content cut away from it) is not split into lobes.
     """
 
     max_object_size_m: float = 0.45
@@ -75,6 +101,18 @@ class RegionParams:
     lobe_ratio: float = 0.5
     lobe_min_radius_m: float = 0.015
     lobe_support_tolerance_m: float = 0.012
+    lobe_max_hole_share: float = 0.1
+    split_supported: bool = True
+    supported_up_cos: float = 0.9
+    supported_band_m: float = 0.004
+    supported_contact_m: float = 0.015
+    supported_min_height_m: float = 0.02
+    supported_area_ratio: float = 0.6
+    supported_faces: int = 3
+    supported_face_share: float = 0.1
+    contained_coverage: float = 0.75
+    contained_gap_m: float = 0.015
+    relief_margin_m: float = 0.005
 
 
 @dataclass(frozen=True)
@@ -176,6 +214,8 @@ def surface_pieces(cloud: FrameCloud, window: tuple[int, int, int, int] | None =
     _, big = cv2.connectedComponents(grid, connectivity=4, ltype=cv2.CV_32S)
     labels = big[::2, ::2].astype(np.int32)
     labels[~node_ok] = 0
+    if p.split_supported:
+        split_supported(labels, P, N, p)
     return labels, support, table
 
 
@@ -260,6 +300,15 @@ def _seed_label(labels: np.ndarray, sx: int, sy: int, radius: int = 4) -> int | 
     return None
 
 
+def _hole_share(mask: np.ndarray) -> float:
+    """Share of a mask's filled outline that is enclosed hole."""
+    n = int(np.count_nonzero(mask))
+    if n == 0:
+        return 0.0
+    filled = np.count_nonzero(ndimage.binary_fill_holes(mask.astype(bool)))
+    return float(filled - n) / float(filled)
+
+
 def _support_piece(support: np.ndarray, sx: int, sy: int) -> np.ndarray:
     _, lab = cv2.connectedComponents(support.astype(np.uint8), connectivity=4)
     return lab == lab[sy, sx]
@@ -285,6 +334,10 @@ def split_lobes(cloud: FrameCloud, piece: np.ndarray, window: tuple[int, int, in
     by0, by1 = max(0, ys.min() - 2), min(piece.shape[0], ys.max() + 3)
     bx0, bx1 = max(0, xs.min() - 2), min(piece.shape[1], xs.max() + 3)
     crop = np.ascontiguousarray(piece[by0:by1, bx0:bx1]).astype(np.uint8)
+    if _hole_share(crop) > p.lobe_max_hole_share:
+        # a ring around a hole: a container whose content was cut away from it
+        # (``region_split``), not two bodies side by side
+        return piece
     dt = cv2.distanceTransform(crop, cv2.DIST_L2, 5)
     radius_px = float(dt.max())
     depth = float(np.nanmedian(cloud.depth_m[window[0]:window[1], window[2]:window[3]][piece]))

@@ -9,6 +9,11 @@ TASK.md states:
   physical action, with ``xy_distance_m`` within the tolerance and
   ``resting_height_consistent`` true, one distinct object/destination pair per
   relation;
+* relations to a region of a fixture (the destination named ``..._region`` or
+  ``..._side``: the stove's cook region, the inside of a basket, the top of the
+  cabinet): the same measurement, with the object's centre within the destination's
+  measured extent (``xy_distance_m`` at most the destination's measured footprint
+  radius) instead of within the tolerance of its centre;
 * articulated parts (``Open``, ``Close``, ``TurnOn``, ``TurnOff``): a successful fresh
   perception or measurement call after the last physical action;
 * a free-form instruction without predicates: a fresh ``observe()`` after the last
@@ -37,6 +42,8 @@ PERCEPTION_CALLS = ("observe", "compare_object_observations", "measure_object_ge
 #: The failure category of a rejected ``finish()``.
 FINISH_REJECTED = FailureCategory.FINISH_REJECTED
 
+#: A relation's last argument names a region of a fixture (``flat_stove_1_cook_region``).
+_REGION_RE = re.compile(r"_(region|side)$", re.IGNORECASE)
 _GOAL_RE = re.compile(r"^\s*\(?\s*([A-Za-z_][A-Za-z0-9_]*)\s*[\s(]\s*(.*?)\s*\)?\s*$")
 
 
@@ -75,6 +82,7 @@ class GoalStandard:
     args: tuple[str, ...]
     kind: str
     xy_tolerance_m: float | None = None
+    region: bool = False
 
     @property
     def label(self) -> str:
@@ -83,6 +91,12 @@ class GoalStandard:
 
     def describe(self, require_resting_height: bool = True) -> str:
         """One sentence for TASK.md."""
+        if self.kind == "relation" and self.region:
+            rest = " and `resting_height_consistent` is true" if require_resting_height else ""
+            return (f"`{self.label}`: after your last physical action, "
+                    f"`measure_object_geometry(object, destination)` on a fresh observation puts the object's "
+                    f"centre within the destination's measured extent (`xy_distance_m` <= the destination's "
+                    f"`footprint.radius_m`){rest}.")
         if self.kind == "relation":
             rest = " and `resting_height_consistent` is true" if require_resting_height else ""
             return (f"`{self.label}`: after your last physical action, "
@@ -113,7 +127,8 @@ def standards_for(goals: Sequence[str], config: GateConfig | None = None) -> lis
     for goal in goals:
         predicate, args = parse_goal(goal)
         if predicate in RELATION_PREDICATES and len(args) >= 2:
-            out.append(GoalStandard(predicate, args, "relation", cfg.xy_tolerance_m))
+            out.append(GoalStandard(predicate, args, "relation", cfg.xy_tolerance_m,
+                                    region=bool(_REGION_RE.search(args[-1]))))
         elif predicate in ARTICULATION_PREDICATES:
             out.append(GoalStandard(predicate, args, "articulation"))
         else:
@@ -153,6 +168,14 @@ def _detection_ids(value: Any, depth: int = 0) -> list[str]:
     return []
 
 
+def _extent_radius(value: dict[str, Any]) -> float | None:
+    """The destination's measured footprint radius, metres (None when not reported)."""
+    dest = value.get("destination")
+    foot = dest.get("footprint") if isinstance(dest, dict) else None
+    r = foot.get("radius_m") if isinstance(foot, dict) else None
+    return float(r) if isinstance(r, (int, float)) and math.isfinite(r) and r > 0 else None
+
+
 def _xy_distance(value: dict[str, Any]) -> float | None:
     d = value.get("xy_distance_m")
     if isinstance(d, (int, float)) and math.isfinite(d):
@@ -187,6 +210,7 @@ class CompletionGate:
         details: dict[str, Any] = {"last_physical_call": last.index}
         if relations:
             tol = min(s.xy_tolerance_m or self.config.xy_tolerance_m for s in relations)
+            n_regions = sum(1 for s in relations if s.region)
             measured = [
                 r
                 for r in fresh
@@ -227,25 +251,34 @@ class CompletionGate:
                     )
                 measured = [r for r in measured if r not in stale]
             passing: dict[tuple[str, str], int] = {}
+            in_extent: dict[tuple[str, str], int] = {}
             worst = None
             for r in measured:
                 value = r.result["value"]
                 dist = _xy_distance(value)
                 resting = value.get("resting_height_consistent")
-                ok = dist is not None and dist <= tol
-                if self.config.require_resting_height:
-                    ok = ok and resting is True
-                if ok:
-                    passing[(str(_arg(r, 0, "object_id")), str(_arg(r, 1, "destination_id")))] = r.index
+                extent = _extent_radius(value) if n_regions else None
+                rest_ok = resting is True or not self.config.require_resting_height
+                pair = (str(_arg(r, 0, "object_id")), str(_arg(r, 1, "destination_id")))
+                if dist is not None and dist <= tol and rest_ok:
+                    passing[pair] = r.index
+                elif dist is not None and extent is not None and dist <= extent and rest_ok:
+                    in_extent[pair] = r.index
                 else:
                     worst = (r, dist, resting)
-            if len(passing) < len(relations):
+            # relations to objects need the tolerance; relations to regions the measured extent
+            enough = (len(passing) >= len(relations) - n_regions
+                      and len(passing) + min(len(in_extent), n_regions) >= len(relations))
+            if enough:
+                passing.update(dict(list(in_extent.items())[:n_regions]))
+            if not enough:
                 if worst is not None:
                     r, dist, resting = worst
+                    extent_words = ", or the destination's measured extent for a region" if n_regions else ""
                     dist_text = "unknown" if dist is None else f"{dist:.4f} m"
                     reason = (
                         f"the measurement after {where} (call #{r.index}) gives xy_distance_m={dist_text} "
-                        f"(tolerance {tol:g} m) and resting_height_consistent={resting}; the goal is not "
+                        f"(tolerance {tol:g} m{extent_words}) and resting_height_consistent={resting}; the goal is not "
                         "met yet"
                     )
                 else:

@@ -1,0 +1,224 @@
+"""Cutting apart an object and what it rests on or in when the surface pieces of
+``region.py`` keep them together (a bowl on the stove, a box in a basket or a bowl, a
+cube on a plate): the contact between them shows no depth break and no colour crease.
+
+``split_supported`` finds a piece's largest flat, upward face. When it is a support (a
+plate's floor, a basket's liner, the stove's top), bodies standing on it are cut away;
+when it is the top of a body lying inside the rest of the piece (a box in a bowl), that
+body is cut away.
+
+Frames: points and normals in the robot base frame (z up), metres.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import cv2
+import numpy as np
+from scipy import ndimage
+
+if TYPE_CHECKING:
+    from captain_perception.core.region import RegionParams
+
+
+def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: RegionParams) -> None:
+    """Cut objects resting on a piece's own flat top away from it, in place (new labels).
+
+    A piece that holds a large horizontal face (a plate's floor, a basket's liner, the
+    stove's or the cabinet's top) and, standing on that face, a body that rises clearly
+    above it (a bowl on the stove, a box in the basket, a cube on the plate) is one object
+    on another when they are joined at a contact without a colour change. The face is the
+    most common height among the piece's upward-facing points (base frame z, within
+    ``supported_band_m``); the piece without the face falls apart into parts, and a part is
+    cut away as its own piece when it rests on the face (its lowest point near it), rises
+    ``supported_min_height_m`` above it, has its centre over the face and covers a clearly
+    smaller area than the face. A bowl's own floor is surrounded by its wall (the wall is
+    not smaller than the floor), so a single object is left whole. When no part rests on
+    the face, the face may be the top of a body lying inside the rest of the piece (a box
+    in a bowl, ``_top_inside``); that body is cut away instead.
+
+    Args:
+        labels: (h, w) int32 piece labels (0 = none), relabelled in place.
+        P: (3, h, w) base-frame points, metres.
+        N: (3, h, w) unit normals (base frame).
+    """
+    p = params
+    next_label = int(labels.max()) + 1
+    min_px = 4 * p.min_region_px
+    up = np.nan_to_num(N[2], nan=0.0) > p.supported_up_cos
+    z_all = P[2]
+    for idx, sl in enumerate(ndimage.find_objects(labels), start=1):
+        if sl is None:
+            continue
+        piece = labels[sl] == idx
+        n = int(piece.sum())
+        if n < 3 * min_px:
+            continue
+        z = z_all[sl]
+        flat = piece & up[sl] & np.isfinite(z)
+        if int(flat.sum()) < min_px:
+            continue
+        zf = z[flat]
+        bins = np.arange(float(zf.min()) - 1e-4, float(zf.max()) + 2 * p.supported_band_m, p.supported_band_m)
+        hist, edges = np.histogram(zf, bins=bins)
+        xs = P[0][sl]
+        ys = P[1][sl]
+        tried: list[float] = []
+        # the most common heights first (the bowl's own floor may outnumber the stove's top)
+        for k in np.argsort(-hist, kind="stable")[:p.supported_faces]:
+            if hist[k] < min_px // 2:
+                break
+            near = (zf >= edges[max(k - 1, 0)]) & (zf <= edges[min(k + 2, len(edges) - 1)])
+            z_face = float(np.median(zf[near]))
+            if any(abs(z_face - t) < 2 * p.supported_band_m for t in tried):
+                continue
+            tried.append(z_face)
+            face = flat & (np.abs(z - z_face) < p.supported_band_m)
+            if int(face.sum()) < max(min_px, p.supported_face_share * n):
+                continue
+            bodies = _bodies_on_face(piece, face, z_face, xs, ys, z, p, min_px)
+            for body in bodies:
+                labels[sl][body] = next_label
+                next_label += 1
+            if bodies:
+                break
+
+
+def _bodies_on_face(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.ndarray, ys: np.ndarray,
+                    z: np.ndarray, p: RegionParams, min_px: int) -> list[np.ndarray]:
+    """The bodies to cut away from ``piece`` given its flat ``face`` at height ``z_face``
+    (see ``split_supported``); empty when there are none."""
+    rest = piece & ~face
+    n_parts, parts = cv2.connectedComponents(rest.astype(np.uint8), connectivity=8)
+    if n_parts < 2:  # nothing but the face
+        return []
+    face_xy = np.stack([xs[face], ys[face]], -1).astype(np.float32)
+    face_xy = face_xy[np.isfinite(face_xy).all(1)]
+    if len(face_xy) < 3:
+        return []
+    face_hull = cv2.convexHull(face_xy)
+    face_area = float(cv2.contourArea(face_hull))
+    out = []
+    for j in range(1, n_parts):
+        part = parts == j
+        zp = z[part]
+        zp = zp[np.isfinite(zp)]
+        if zp.size < min_px:
+            continue
+        low, top = float(np.percentile(zp, 2)), float(np.percentile(zp, 98))
+        if abs(low - z_face) > p.supported_contact_m or top < z_face + p.supported_min_height_m:
+            continue
+        pxy = np.stack([xs[part], ys[part]], -1).astype(np.float32)
+        pxy = pxy[np.isfinite(pxy).all(1)]
+        centre = pxy.mean(0)
+        if cv2.pointPolygonTest(face_hull, (float(centre[0]), float(centre[1])), False) < 0:
+            continue
+        if float(cv2.contourArea(cv2.convexHull(pxy))) > p.supported_area_ratio * face_area:
+            continue
+        out.append(_body_of(part, xs, ys, z, z_face, p))
+    if not out:
+        top_body = _top_inside(face, face_xy, face_area, z_face, rest, xs, ys, z, p)
+        if top_body is not None:  # the face is the top of a body lying inside the rest (a box in a bowl)
+            out.append(top_body)
+    return out
+
+
+def _inside_xy(xy: np.ndarray, outline_xy: np.ndarray, margin_m: float) -> np.ndarray:
+    """Which points ``xy`` (n, 2) lie within ``margin_m`` of the convex hull of ``outline_xy``
+    (m, 2), x and y in metres (rasterised at 1 mm)."""
+    lo = outline_xy.min(0) - margin_m - 0.002
+    cells = np.ceil((outline_xy.max(0) + margin_m + 0.002 - lo) / 0.001).astype(int) + 1
+    grid = np.zeros((int(cells[1]), int(cells[0])), np.uint8)
+    hull = cv2.convexHull(((outline_xy - lo) / 0.001).astype(np.int32))
+    cv2.fillConvexPoly(grid, hull, 1)
+    r = max(1, round(margin_m / 0.001))
+    grid = cv2.dilate(grid, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1)))
+    ij = np.floor((xy - lo) / 0.001).astype(int)
+    ok = (ij[:, 0] >= 0) & (ij[:, 1] >= 0) & (ij[:, 0] < grid.shape[1]) & (ij[:, 1] < grid.shape[0])
+    out = np.zeros(len(xy), bool)
+    out[ok] = grid[ij[ok, 1], ij[ok, 0]] > 0
+    return out
+
+
+def _body_of(part: np.ndarray, xs: np.ndarray, ys: np.ndarray, z: np.ndarray, z_face: float,
+             p: RegionParams) -> np.ndarray:
+    """The body standing on a face, without the low relief of the support that it touches
+    (a burner's rings around a pot): points less than half ``supported_min_height_m`` above
+    the face that lie more than ``relief_margin_m`` outside the footprint of the body's
+    higher points stay with the support."""
+    high = part & np.isfinite(z) & (z >= z_face + 0.5 * p.supported_min_height_m)
+    if int(high.sum()) < 3:
+        return part
+    low = part & ~high
+    ly, lx = np.nonzero(low)
+    if len(ly) == 0:
+        return part
+    hxy = np.stack([xs[high], ys[high]], -1)
+    lxy = np.stack([xs[ly, lx], ys[ly, lx]], -1)
+    fin = np.isfinite(lxy).all(1)
+    keep = np.zeros(len(ly), bool)
+    keep[fin] = _inside_xy(lxy[fin], hxy, p.relief_margin_m)
+    body = part.copy()
+    body[ly[~keep], lx[~keep]] = False
+    return body
+
+
+def _top_inside(face_all: np.ndarray, face_xy: np.ndarray, face_area: float, z_face: float, rest: np.ndarray,
+                xs: np.ndarray, ys: np.ndarray, z: np.ndarray, p: RegionParams) -> np.ndarray | None:
+    """Whether a piece's flat face is the top of a body lying inside the rest of the piece:
+    the rest surrounds it in x, y (``contained_coverage`` of the directions), covers a
+    clearly larger footprint, reaches well below it (``supported_min_height_m``: it is not
+    the container's floor), reaches up to the face's height at least ``contained_gap_m``
+    away from it on several sides (a box's own sides lie right under its top's outline) and
+    does not rise around its edge (a floor's wall does).
+    Returns the body's top (a mask like ``face_all``) or None."""
+    face = face_all
+    n, comp, stats, _ = cv2.connectedComponentsWithStats(face.astype(np.uint8), connectivity=8)
+    if n > 2:  # the largest patch only (the rim of a container may lie at the same height)
+        face = comp == 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
+        face_xy = np.stack([xs[face], ys[face]], -1).astype(np.float32)
+        face_xy = face_xy[np.isfinite(face_xy).all(1)]
+        if len(face_xy) < 3:
+            return None
+        face_area = float(cv2.contourArea(cv2.convexHull(face_xy)))
+    ok = (rest | (face_all & ~face)) & np.isfinite(z)
+    if int(ok.sum()) < 4 * p.min_region_px:
+        return None
+    if float(np.percentile(z[ok], 5)) > z_face - p.supported_min_height_m:
+        return None
+    rxy = np.stack([xs[ok], ys[ok]], -1).astype(np.float32)
+    if float(cv2.contourArea(cv2.convexHull(rxy))) * p.supported_area_ratio < face_area:
+        return None
+    centre = face_xy.mean(0)
+    ang = np.arctan2(rxy[:, 1] - centre[1], rxy[:, 0] - centre[0])
+    sectors = np.unique(((ang + np.pi) / (2 * np.pi) * 12).astype(int) % 12)
+    if len(sectors) < p.contained_coverage * 12:
+        return None
+    # the container reaches up to the body's top away from it (a bowl's rim around a box in
+    # it); a box's own sides lie right under its top's outline and below it
+    hull = cv2.convexHull(face_xy)
+    hy, hx = np.nonzero(ok & (z >= z_face - p.supported_band_m))
+    step = max(1, len(hy) // 1500)
+    far = [(float(xs[a, b]), float(ys[a, b])) for a, b in zip(hy[::step], hx[::step], strict=True)]
+    far = np.array([q for q in far if cv2.pointPolygonTest(hull, q, True) < -p.contained_gap_m], np.float32)
+    if len(far) < 10:
+        return None
+    ang = np.arctan2(far[:, 1] - centre[1], far[:, 0] - centre[0])
+    if len(np.unique(((ang + np.pi) / (2 * np.pi) * 12).astype(int) % 12)) < 0.5 * p.contained_coverage * 12:
+        return None
+    ring = cv2.dilate(face.astype(np.uint8), np.ones((7, 7), np.uint8)).astype(bool) & ok
+    if int(ring.sum()) < 10:
+        return None
+    if float(np.median(z[ring])) > z_face + p.supported_band_m:
+        return None
+    # the body's sides: points of the rest below its top whose x, y lie within its top's outline
+    cand = ok & (z < z_face) & ~face
+    yy, xx = np.nonzero(cand)
+    inside = np.array([cv2.pointPolygonTest(hull, (float(xs[a, b]), float(ys[a, b])), True) >= -0.004
+                       for a, b in zip(yy, xx, strict=True)], bool)
+    body = face.copy()
+    body[yy[inside], xx[inside]] = True
+    _, parts = cv2.connectedComponents(body.astype(np.uint8), connectivity=8)
+    keep = np.unique(parts[face])
+    return np.isin(parts, keep[keep > 0])
