@@ -67,7 +67,8 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], parts:
         # it: a click on its middle lands on the object resting there, and both clicks then
         # mark one region
         ignore = () if rel.dest.region else (rel.obj,)
-        groups.append([target(dv_f, rel.dest.click, ignore=ignore),
+        groups.append([target(dv_f, rel.dest.click, ignore=ignore,
+                              points=_away_points(ctx, rel.dest.click, rel.obj) if rel.dest.region else None),
                        target(ov, rel.obj, points=_high_wall_points(ctx, rel.obj))])
         pairs.append((ov, dv_f, rel))
     evidence = [part_evidence(ctx, op, name) for op, name in parts]
@@ -161,6 +162,23 @@ def _keep_whole_value(line: str, point_vars: set[str]) -> str:
         if line.startswith(f"{var} = need(robot.mark_point("):
             return line.replace('["detection_id"]', "")
     return line
+
+
+def _away_points(ctx: TeacherContext, fixture: str, obj: str, clearance_m: float = 0.04) -> np.ndarray | None:
+    """Click candidates on a region's fixture (on its top where it has some) at least
+    ``clearance_m`` beyond the footprint of the object resting on it (None: the usual ones).
+    Next to the object, low relief of the fixture (a burner's rings under a bowl) segments
+    with the object, and both clicks then mark one region."""
+    camera = ctx.cameras.get(HEAD)
+    if camera is None or not fixture:
+        return None
+    pts = ctx.scene.click_candidates(fixture, camera)
+    box = ctx.scene.box(obj)
+    far = np.linalg.norm(pts[:, :2] - box.center_m[:2], axis=1) > float(max(box.half_m[:2])) + clearance_m
+    top = pts[:, 2] >= ctx.scene.box(fixture).top_z_m - 0.01  # its top: the face the region lies on
+    if (far & top).any():
+        far &= top
+    return pts[far] if far.any() else None
 
 
 def _high_wall_points(ctx: TeacherContext, name: str) -> np.ndarray | None:
