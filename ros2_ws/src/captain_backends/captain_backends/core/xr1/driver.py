@@ -20,8 +20,9 @@ Safety (``safety.py``):
   inputs only while they run: stale joint state (an arm joint not updated for
   ``stale_state_timeout_s``) or a stale F/T reading then latches a fault. While the arm
   is idle (active but not commanded, or inactive) staleness is a warning
-  (``watchdog_warning``), never a latched fault, and a command sent while the readings
-  are stale faults at once. A force/torque beyond the emergency limits latches a fault
+  (``watchdog_warning``), never a latched fault. The first command of a stream waits
+  (at most the staleness limit) for readings received from then on, and faults when
+  none come. A force/torque beyond the emergency limits latches a fault
   whenever the driver is active. After a fault the driver stops publishing commands
   (after an emergency force it first commands one hold at the measured positions; after
   stale state nothing more, the controller keeps its last command, which is within one
@@ -345,6 +346,8 @@ class XR1Driver(RobotDriver):
         fraction = command.gripper_target_fraction
         if fraction is not None and not np.isfinite(fraction):
             raise BackendError(f"gripper_target_fraction must be in 0..1 or None; got {fraction}")
+        if not self._armed:
+            self._await_fresh_state()
         self._armed = self._commanded_this_period = True  # streaming: the watchdog judges the readings
         self._check(time.monotonic())
         self._raise_if_faulted()
@@ -354,6 +357,28 @@ class XR1Driver(RobotDriver):
             self._gripper_fraction = float(np.clip(fraction, 0.0, 1.0))
             self._transport.publish_gripper(self._gripper.positions(self._gripper_fraction))
         return JointCommand(sent, self._gripper_fraction)
+
+    def _await_fresh_state(self) -> None:
+        """A command stream starts: wait, at most the staleness limit, until every arm joint
+        has a reading received from now on.
+
+        The readings are judged when the stream starts, not as they were left while this
+        process did other work: the planning before a motion holds the interpreter, and
+        readings that already arrived may not have been stored yet. Nothing is relaxed:
+        when no fresh reading comes within ``stale_state_timeout_s``, the newest one is
+        older than the limit and the check that follows latches the fault.
+        """
+        start = time.monotonic()
+        deadline = start + self.config.safety.stale_state_timeout_s
+        seen = self._buffer.update_count
+        while True:
+            _, _, times = self._buffer.joints(self._arm_names)
+            if all(t is not None and t >= start for t in times):
+                return
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            seen = self._buffer.wait(deadline - now, seen)
 
     def advance(self, guard: ForceGuard | None = None) -> AdvanceReport:
         """Wait (wall clock) until the end of the current control period, checking every
