@@ -89,8 +89,11 @@ _NOT_SETTINGS = {"mark_point", "measure_object_geometry", "sam3_video", "model_t
 
 
 def test_every_setting_an_error_message_names_exists(tmp_path):
-    chooser = (PACKAGE / "core" / "backend_choice.py").read_text()
-    read_env = set(re.findall(r'(?:env\.get\(|_seconds\(env, )"(CAPTAIN_[A-Z0-9_]+)"', chooser))
+    # the settings read from the environment: the backend chooser's, and the node's transport profile
+    readers = [PACKAGE / "core" / "backend_choice.py", PACKAGE / "nodes" / "dds_profile.py"]
+    read_env = {name for f in readers
+                for name in re.findall(r'(?:env\.get\(|_seconds\(env, )"(CAPTAIN_[A-Z0-9_]+)"', f.read_text())}
+    assert "CAPTAIN_DDS_PROFILE" in read_env
     params = {p.name for p in SCHEMA}
     messages = _messages(tmp_path)
     # and every CAPTAIN_* setting named anywhere in the package's source
