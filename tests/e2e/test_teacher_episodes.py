@@ -158,11 +158,12 @@ def test_an_injected_mistake_is_recovered_from_and_flagged(tmp_path: Path) -> No
 
 
 def test_a_finish_against_the_teachers_own_measurement_is_not_trained_on(tmp_path: Path) -> None:
-    # cream cheese in the basket: the box sits in the basket (host success), but from the wrist
-    # camera the box and the basket's liner segment badly and the measured offset is out of
-    # tolerance; the teacher finishes anyway (it knows from the host), the gate accepts the
-    # third call, and every finish after the failed check is left unsupervised
-    outcome = run_episode("libero_object/1", policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=11)
+    # the bowl on the stove: the bowl sits on the cook region (host success), but the stove's
+    # visible parts segment as several pieces and the measured cook region is far from the
+    # bowl, so the teacher's own check fails; the teacher finishes anyway (it knows from the
+    # host), the gate accepts the third call, and every finish after the failed check is left
+    # unsupervised
+    outcome = run_episode("libero_goal/1", policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=11)
     assert outcome.outcome == "strict_success", outcome.end_reason
     events = _events(outcome)
     rows = [json.loads(x) for x in (Path(outcome.record_dir) / "rows.jsonl").read_text().splitlines()]
