@@ -103,6 +103,7 @@ class Client:
         self.executor.add_node(self.node)
         self._services: dict[str, Any] = {}
         self._actions: dict[str, Any] = {}
+        self._parameter_clients: dict[str, Any] = {}
         self.thread = threading.Thread(target=self._spin, daemon=True)
         self.thread.start()
 
@@ -165,7 +166,10 @@ class Client:
         from rclpy.parameter import Parameter
         from rclpy.parameter_client import AsyncParameterClient
 
-        client = AsyncParameterClient(self.node, node_name)
+        # one client per node, kept: a new one is discovered again (seconds on a loaded machine)
+        client = self._parameter_clients.get(node_name)
+        if client is None:
+            client = self._parameter_clients[node_name] = AsyncParameterClient(self.node, node_name)
         assert client.wait_for_services(timeout_sec=timeout_s), f"parameter services of {node_name} not found"
         response = self.wait(client.set_parameters([Parameter(k, value=v) for k, v in values.items()]), timeout_s)
         assert all(r.successful for r in response.results), [r.reason for r in response.results]

@@ -77,6 +77,10 @@ def test_move_to_feedback_result_and_cancel(server) -> None:
         assert res.result.stopped_reason == "target_reached"
         assert res.result.executed_distance_m == pytest.approx(0.1118, abs=1e-3)
         assert json.loads(res.result.result.result_json)["success"] is True
+        # feedback travels on its own topic, unordered with the result: the last may come after it
+        deadline = time.monotonic() + 5.0
+        while (not feedback or feedback[-1] != pytest.approx(1.0)) and time.monotonic() < deadline:
+            rclpy.spin_once(node, timeout_sec=0.05)
         assert len(feedback) >= 3 and feedback == sorted(feedback) and feedback[-1] == pytest.approx(1.0)
 
         # A long sweep, cancelled midway: the server stops short and reports it.

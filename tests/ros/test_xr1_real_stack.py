@@ -113,6 +113,8 @@ def test_a_foreign_client_recovers_a_faulted_driver_over_ros() -> None:
                     return handle
 
                 # the robot's joint_states stop while a goal streams commands: the driver faults
+                # (the parameter client is discovered first, so the switch lands mid-motion)
+                client.set_parameters("xr1_fake_hardware", {"publish_joint_states": True})
                 handle = move([0.0, 0.08, 0.0])
                 time.sleep(0.3)
                 client.set_parameters("xr1_fake_hardware", {"publish_joint_states": False})
