@@ -161,6 +161,36 @@ class Client:
             self._actions[name] = client
         return client
 
+    def feedback_tap(self, action_type: Any, name: str, timeout_s: float = 30.0) -> Any:
+        """Every feedback message the ``name`` action's server publishes, read from its topic.
+
+        rclpy's ActionClient drops feedback it takes after the goal's result (a client that
+        lags behind the stream loses its tail; the topic and the result service are
+        unordered), so a test of the whole stream reads the topic. Returns
+        ``stream(goal_handle, until=None, timeout_s=10.0)``: that goal's feedback so far,
+        after waiting up to ``timeout_s`` for one that satisfies ``until`` (if given)."""
+        from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+        published: list = []
+        topic = self.node.create_subscription(
+            action_type.Impl.FeedbackMessage, f"{name}/_action/feedback", published.append,
+            QoSProfile(depth=1000, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE))
+        deadline = time.monotonic() + timeout_s
+        while topic.get_publisher_count() == 0:
+            assert time.monotonic() < deadline, f"the {name} feedback topic was not discovered"
+            time.sleep(0.02)
+
+        def stream(handle: Any, until: Any = None, timeout_s: float = 10.0) -> list:
+            goal = bytes(handle.goal_id.uuid)
+            end = time.monotonic() + timeout_s
+            while True:
+                mine = [m.feedback for m in list(published) if bytes(m.goal_id.uuid) == goal]
+                if until is None or (mine and until(mine[-1])) or time.monotonic() >= end:
+                    return mine
+                time.sleep(0.02)
+
+        return stream
+
     def set_parameters(self, node_name: str, values: dict[str, Any], timeout_s: float = 30.0) -> None:
         """Set parameters of another node through the standard parameter services."""
         from rclpy.parameter import Parameter

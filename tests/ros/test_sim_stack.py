@@ -68,12 +68,15 @@ def test_move_to_sends_feedback_and_a_full_result(stack) -> None:
     start = _tcp(client)
     target = start + np.array([0.0, 0.06, -0.05])
     action, MoveTo = _action(client, "move_to")
-    feedback: list = []
+    stream = client.feedback_tap(MoveTo, "move_to")  # the whole stream, see feedback_tap
+    seen_by_client: list = []
     handle = client.wait(action.send_goal_async(
         MoveTo.Goal(position_m=target.tolist(), quaternion_wxyz=TOP_DOWN, speed_m_s=0.1),
-        feedback_callback=lambda m: feedback.append(m.feedback)))
+        feedback_callback=lambda m: seen_by_client.append(m.feedback)))
     assert handle.accepted
     res = client.wait(handle.get_result_async())
+    assert len(seen_by_client) >= 1  # the action client gets the stream while the goal runs
+    feedback = stream(handle, until=lambda f: f.progress == pytest.approx(1.0, abs=0.05))
     assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.result.message
     result = json.loads(res.result.result.result_json)
     assert set(result) == {"success", "executed", "failure_category", "message", "value", "diagnostics", "budget"}
@@ -167,14 +170,11 @@ def test_hold_recover_release_actions(stack) -> None:
         MoveTo.Goal(position_m=(start + np.array([0.05, 0.0, 0.0])).tolist(), speed_m_s=0.1))).get_result_async())
     assert res.status == GoalStatus.STATUS_SUCCEEDED
     hold, Hold = _action(client, "hold")
-    progress: list[float] = []
-    handle = client.wait(hold.send_goal_async(Hold.Goal(duration_s=0.2),
-                                              feedback_callback=lambda m: progress.append(m.feedback.progress)))
+    stream = client.feedback_tap(Hold, "hold")  # the whole stream, see feedback_tap
+    handle = client.wait(hold.send_goal_async(Hold.Goal(duration_s=0.2)))
     res = client.wait(handle.get_result_async())
     assert res.status == GoalStatus.STATUS_SUCCEEDED and res.result.result.receipt.startswith("hold: ok")
-    deadline = time.monotonic() + 5.0  # feedback travels on a topic, the result by a service
-    while time.monotonic() < deadline and not (progress and progress[-1] == pytest.approx(1.0)):
-        time.sleep(0.02)
+    progress = [f.progress for f in stream(handle, until=lambda f: f.progress == pytest.approx(1.0))]
     assert len(progress) >= 3 and progress == sorted(progress) and progress[-1] == pytest.approx(1.0)
     recover, Recover = _action(client, "recover")
     res = client.wait(client.wait(recover.send_goal_async(Recover.Goal(max_distance_m=0.02))).get_result_async())

@@ -51,16 +51,15 @@ def test_xr1_driver_moves_the_twin_arm(tmp_path: Path) -> None:
                 time.sleep(0.05)
             del states[:-1]
             target = start + np.array([0.0, 0.05, 0.03])
-            feedback: list = []
-            handle = client.wait(action.send_goal_async(
-                MoveTo.Goal(position_m=target.tolist(), speed_m_s=0.05),
-                feedback_callback=lambda m: feedback.append(m.feedback.progress)))
+            stream = client.feedback_tap(MoveTo, "move_to")  # the whole stream, see feedback_tap
+            handle = client.wait(action.send_goal_async(MoveTo.Goal(position_m=target.tolist(), speed_m_s=0.05)))
             assert handle.accepted
             res = client.wait(handle.get_result_async(), timeout_s=120.0)
             result = json.loads(res.result.result.result_json)
             assert res.status == GoalStatus.STATUS_SUCCEEDED, result["message"]
             assert res.result.stopped_reason == "target_reached"
             assert res.result.executed_distance_m == pytest.approx(np.linalg.norm(target - start), abs=0.01)
+            feedback = [f.progress for f in stream(handle, until=lambda f: f.progress == pytest.approx(1.0, abs=0.05))]
             assert feedback and feedback[-1] == pytest.approx(1.0, abs=0.05)
             # wall-clock driver: a ~1.2 s sweep takes about that long
             assert result["value"]["duration_s"] > 0.8
