@@ -336,7 +336,8 @@ def test_two_sim_stacks_share_one_node(server, monkeypatch):
         for st in stacks:
             st.stop()
         probe.close()
-    assert all(r is not None and r["success"] and r["value"]["backend"] == "classical" for r in results), results
+    assert all(r is not None and r["success"] and r["value"]["backend"] == "classical" for r in results), \
+        [r and (r["receipt"], r["message"]) for r in results]
     assert results[0]["value"]["detections"][0]["position_m"] != results[1]["value"]["detections"][0]["position_m"]
     assert served_after - served_before >= 2
 
