@@ -72,7 +72,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from functools import partial
 from typing import Any
 
@@ -102,10 +101,6 @@ from captain_interfaces.action import Hold, MoveTo, Recover, Release
 from captain_interfaces.srv import DescribeRobot, HostState, RecoverDriver, ResetEpisode, RobotCall
 
 ACTION_TYPES = {"move_to": MoveTo, "hold": Hold, "recover": Recover, "release": Release}
-#: Feedback travels on a topic and the result by a service, and rclpy's action client drops
-#: feedback that arrives after the result: the goal's end waits this long after its last
-#: feedback (s), so clients see the final progress.
-FINAL_FEEDBACK_LEAD_S = 0.03
 #: Groups whose calls the harness serves one service each (perception and measurement
 #: services are the perception node's).
 SERVICE_GROUPS = ("planning", "state")
@@ -352,7 +347,9 @@ class HarnessNode(LifecycleNode):
                 self._active_goal = None
         result = _action_result(action, outcome)
         cancelled = outcome.result.get("failure_category") == FailureCategory.CANCELLED.value
-        time.sleep(FINAL_FEEDBACK_LEAD_S)
+        # no wait for the last feedback to travel: the result is the motion's final word
+        # (rclpy's ActionClient drops feedback it takes after the result; the whole stream
+        # is on the goal's feedback topic)
         if cancelled and goal_handle.is_cancel_requested:
             goal_handle.canceled()
         elif outcome.result.get("success"):
