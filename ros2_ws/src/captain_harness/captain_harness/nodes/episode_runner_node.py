@@ -102,6 +102,17 @@ class EpisodeRunnerNode(Node):
         self._diagnostics = diag.DiagnosticsPublisher(self, self._statuses, self.params["diagnostics_rate_hz"],
                                                       MutuallyExclusiveCallbackGroup())
         self._topics = EpisodeTopics(self)
+        self._shut = threading.Event()
+        if self.params["robot"] == "ros":
+            # the robot client discovers the harness now, not when the first goal comes:
+            # discovery and the probes take seconds, which the first episode would wait for
+            threading.Thread(target=self._warm_up, name=f"{node_name}_warm_up", daemon=True).start()
+
+    def _warm_up(self) -> None:
+        try:
+            self.robot_client().wait_for_harness(self.params["harness_wait_s"])
+        except Exception as exc:  # the first episode looks the harness up again and says why
+            self.get_logger().debug(f"robot client warm-up: {type(exc).__name__}: {exc}")
 
     @property
     def ready(self) -> bool:
@@ -114,6 +125,8 @@ class EpisodeRunnerNode(Node):
         from captain_harness.nodes.ros_robot_client import RosRobotClient
 
         with self._client_lock:
+            if self._shut.is_set():
+                raise RuntimeError("the episode runner is shutting down")
             if self._client is None:
                 namespace = self.params["harness_namespace"] or self.get_namespace()
                 self._client = RosRobotClient(namespace, call_timeout_s=self.params["call_timeout_s"],
@@ -123,6 +136,7 @@ class EpisodeRunnerNode(Node):
     def shutdown_robot(self) -> None:
         """Stop a running episode's motion and release the robot client."""
         self._cancel.set()
+        self._shut.set()
         with self._client_lock:
             client, self._client = self._client, None
         if client is not None:

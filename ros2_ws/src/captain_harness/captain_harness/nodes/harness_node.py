@@ -94,6 +94,7 @@ from captain_harness.nodes.messages import (
     pose_msg,
     result_msg,
 )
+from captain_harness.nodes.periodic import PeriodicCalls
 from captain_harness.nodes.robot_state_publisher import RobotStatePublisher
 from captain_harness.nodes.ros_params import declare_schema
 from captain_harness.nodes.sensor_publishers import SensorPublishers
@@ -148,8 +149,12 @@ class HarnessNode(LifecycleNode):
         self.create_service(ResetEpisode, "episode/reset", self._on_reset, callback_group=self._group)
         self.create_service(HostState, "episode/host_state", self._on_host_state, callback_group=self._group)
 
-        self.robot_state = RobotStatePublisher(self, p["tf_rate_hz"])
-        self._sensors = SensorPublishers(self, p)
+        # /tf, /clock, joint_states and wrench from a thread of their own, not executor
+        # timers: every timer tick woke all the executor's threads (``periodic``)
+        self._publishing = PeriodicCalls(f"{node_name}_publishing", on_error=self._on_publishing_error)
+        self.robot_state = RobotStatePublisher(self, p["tf_rate_hz"], schedule=self._publishing.add)
+        self._sensors = SensorPublishers(self, p, schedule=self._publishing.add)
+        self._publishing.start()
         self._diagnostics = diag.DiagnosticsPublisher(self, self._diagnostic_statuses, p["diagnostics_rate_hz"],
                                                       MutuallyExclusiveCallbackGroup())
         self._transition_lock = threading.RLock()
@@ -273,9 +278,13 @@ class HarnessNode(LifecycleNode):
         self._call_services = services or {"robot_call": None}
 
     def shutdown_robot(self) -> None:
-        """Cancel motions, hold the arm and shut the driver down."""
+        """Stop the state topics, cancel motions, hold the arm and shut the driver down."""
         self._stop.set()
+        self._publishing.stop()
         self.host.shutdown()
+
+    def _on_publishing_error(self, exc: Exception) -> None:
+        self.get_logger().error(f"state topics: {type(exc).__name__}: {exc}", throttle_duration_sec=10.0)
 
     def destroy_node(self) -> None:
         """Hold and release the driver, then destroy the node."""

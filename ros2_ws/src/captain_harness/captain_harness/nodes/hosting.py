@@ -40,13 +40,64 @@ from typing import Any
 
 def make_executor(node: Any, context: Any = None) -> Any:
     """The executor a node asks for (module docstring): multi-threaded with
-    ``node.executor_threads`` threads when that is above 1, else single-threaded."""
-    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+    ``node.executor_threads`` threads when that is above 1 (``handoff_executor_class``),
+    else single-threaded."""
+    from rclpy.executors import SingleThreadedExecutor
 
     threads = int(getattr(node, "executor_threads", 1) or 1)
     if threads > 1:
-        return MultiThreadedExecutor(num_threads=threads, context=context)
+        return handoff_executor_class()(num_threads=threads, context=context)
     return SingleThreadedExecutor(context=context)
+
+
+_HANDOFF: list[type] = []
+
+
+def handoff_executor_class() -> type:
+    """rclpy's ``MultiThreadedExecutor`` whose waiting thread hands each ready callback to
+    a worker and waits until the worker has started it before it waits for more work.
+
+    rclpy 9.1.2's own goes back to waiting at once; a callback still queued for a worker
+    counts as ready work, so the waiting thread re-yields it and loops without blocking,
+    holding the GIL, until a worker gets to it (ros2/rclpy#1452, fixed upstream by #1547).
+    Each timer tick, ``/clock`` message or service request then cost milliseconds of CPU
+    and slowed a motion running in another thread of the same process. Waiting for the
+    start changes nothing else: a callback that cannot start (every worker busy) could not
+    run any sooner, and the wait ends when the executor shuts down."""
+    if _HANDOFF:
+        return _HANDOFF[0]
+    from rclpy.executors import (
+        ConditionReachedException,
+        ExternalShutdownException,
+        MultiThreadedExecutor,
+        ShutdownException,
+        TimeoutException,
+    )
+
+    class HandoffMultiThreadedExecutor(MultiThreadedExecutor):
+        def _spin_once_impl(self, timeout_sec: Any = None, wait_condition: Callable[[], bool] = lambda: False
+                            ) -> None:
+            try:
+                handler, _entity, _node = self.wait_for_ready_callbacks(timeout_sec, None, wait_condition)
+            except (ExternalShutdownException, ShutdownException, TimeoutException, ConditionReachedException):
+                return
+            started = threading.Event()
+
+            def run() -> None:
+                started.set()
+                handler()
+
+            self._executor.submit(run)
+            self._futures.append(handler)
+            while not started.wait(0.05) and not self._is_shutdown and not handler.done():
+                pass
+            for future in self._futures[:]:
+                if future.done():
+                    self._futures.remove(future)
+                    future.result()  # raise any exceptions
+
+    _HANDOFF.append(HandoffMultiThreadedExecutor)
+    return HandoffMultiThreadedExecutor
 
 
 def _periodic(node: Any, stop: threading.Event) -> threading.Thread:

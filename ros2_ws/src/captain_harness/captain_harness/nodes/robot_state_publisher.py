@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -74,9 +75,12 @@ class RobotStatePublisher:
         node: the harness node (``node.host.driver`` is the driver in use).
         rate_hz: ``/tf`` (and ``/clock``) rate, wall clock; 0 publishes only the latched topics.
         frame_prefix: prepended to every frame name (several robots on one ``/tf``).
+        schedule: ``schedule(period_s, fn)`` runs the ``/tf`` tick every ``period_s`` (e.g.
+            ``periodic.PeriodicCalls.add``, outside the executor); None: a node timer.
     """
 
-    def __init__(self, node: Any, rate_hz: float = 50.0, frame_prefix: str = "") -> None:
+    def __init__(self, node: Any, rate_hz: float = 50.0, frame_prefix: str = "",
+                 schedule: Callable[[float, Callable[[], None]], None] | None = None) -> None:
         self.node = node
         self.prefix = frame_prefix
         self.lock = threading.Lock()
@@ -92,7 +96,9 @@ class RobotStatePublisher:
         self._last_driver_s: float | None = None
         self._changed_wall_s = time.monotonic()
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
-        if rate_hz > 0:
+        if rate_hz > 0 and schedule is not None:
+            schedule(1.0 / rate_hz, self.publish)
+        elif rate_hz > 0:
             node.create_timer(1.0 / rate_hz, self.publish, callback_group=MutuallyExclusiveCallbackGroup(),
                               clock=self._steady)
 

@@ -8,6 +8,7 @@ simulated drivers)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,9 +25,17 @@ from captain_harness.nodes.ros_params import camera_qos
 
 class SensorPublishers:
     """joint_states and wrench from one driver reading per tick of a shared timer (each
-    topic decimated to its own rate), and the camera topics on a timer of their own."""
+    topic decimated to its own rate), and the camera topics on a timer of their own.
 
-    def __init__(self, node: Any, params: dict[str, Any]) -> None:
+    Args:
+        node: the harness node.
+        params: its parameters.
+        schedule: ``schedule(period_s, fn)`` runs the state tick every ``period_s`` (e.g.
+            ``periodic.PeriodicCalls.add``, outside the executor); None: a node timer.
+    """
+
+    def __init__(self, node: Any, params: dict[str, Any],
+                 schedule: Callable[[float, Callable[[], None]], None] | None = None) -> None:
         self.node = node
         self.depth_encoding = params["depth_encoding"]
         self.cameras = tuple(params["cameras"])
@@ -41,7 +50,9 @@ class SensorPublishers:
         # clock follows /clock, which stands still while the simulated arm is idle, and the
         # topics must keep coming then (stamps are simulated time all the same).
         steady = Clock(clock_type=ClockType.STEADY_TIME)
-        if self._period_s:
+        if self._period_s and schedule is not None:
+            schedule(min(self._period_s.values()), self.publish_state)
+        elif self._period_s:
             node.create_timer(min(self._period_s.values()), self.publish_state,
                               callback_group=MutuallyExclusiveCallbackGroup(), clock=steady)
         self.camera_pubs: dict[str, tuple[Any, Any, Any]] = {}
