@@ -336,7 +336,7 @@ class HarnessNode(LifecycleNode):
             motion = self.host.motion
             kwargs = goal_kwargs(name, goal_handle.request)
             self.timing.begin()
-            send = partial(self._feedback, action, goal_handle)
+            send = partial(self._feedback, action, goal_handle, [None])
             motion.set_feedback(send)
             send(0.0, None)
             try:
@@ -367,12 +367,23 @@ class HarnessNode(LifecycleNode):
             goal_handle.abort()
         return result
 
-    def _feedback(self, action: Any, goal_handle: Any, progress: float, state: Any) -> None:
+    def _feedback(self, action: Any, goal_handle: Any, last_s: list, progress: float, state: Any) -> None:
+        """One feedback message per ``state_sample_period_s`` of driver time at most, and
+        the last one (``last_s[0]``: the driver time of the previous message). A guarded
+        motion carrying a load checks its state every control period, and one message per
+        check was five times the stream of any other motion for its receivers."""
+        driver = self.host.driver
         if state is None:
-            driver = self.host.driver
             if driver is None or driver.lifecycle_state is not DriverState.ACTIVE:
                 return
             state = driver.read_state()
+        elif progress < 1.0 and last_s[0] is not None:
+            config = getattr(self.host.motion, "config", None)
+            period = (float(getattr(config, "state_sample_period_s", 0.0))
+                      - 0.5 * float(getattr(driver, "control_period_s", 0.0)))
+            if 0.0 <= float(state.time_s) - last_s[0] < period:
+                return
+        last_s[0] = float(state.time_s)
         fb = action.Feedback(progress=float(progress))
         if hasattr(fb, "force_n"):
             fb.force_n = float(state.contact_force_n)
