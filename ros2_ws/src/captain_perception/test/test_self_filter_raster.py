@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+import pytest
 
 from captain_perception.core.self_filter import _scan_fill
 
@@ -49,3 +50,45 @@ def test_scan_fill_keeps_the_nearer_of_overlapping_triangles():
     _scan_fill(near, a, b, c, np.array([[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]]))
     assert np.isfinite(near[10, 10]) and near[10, 10] == np.float32(0.5)
     assert np.isinf(near[62, 62])
+
+
+def test_filters_of_one_robot_share_its_loaded_meshes_and_a_changed_file_is_read_again(tmp_path):
+    """Every episode builds a new filter: the meshes load once per process (about a second
+    of CPU each time otherwise) and give the same masks; a model file that changed is read
+    again."""
+    import dataclasses
+    import shutil
+
+    from captain_backends.core.driver import HEAD_CAMERA
+    from captain_backends.core.tabletop.driver import TabletopDriver
+    from captain_perception.core.self_filter import RobotSelfFilter, _robot_geometry
+
+    driver = TabletopDriver(seed=0)
+    driver.configure()
+    driver.activate()
+    try:
+        description = driver.description()
+        frame = driver.capture()[HEAD_CAMERA]
+        state = driver.read_state()
+    finally:
+        driver.shutdown()
+    q = np.asarray(state.joint_positions_rad, float)
+    first, second = RobotSelfFilter(description), RobotSelfFilter(description)
+    assert first.meshes[0] is second.meshes[0] and first.data is not second.data
+    mask = first.mask(frame, q, state.gripper_open_fraction)
+    assert mask is not None and mask.any()
+    assert np.array_equal(mask, second.mask(frame, q, state.gripper_open_fraction))
+    with pytest.raises(ValueError, match="read-only"):
+        first.meshes[0].vertices[0, 0] = 1.0
+
+    # a copy of the model directory: same content, another file -> loaded on its own
+    copy = tmp_path / "model"
+    shutil.copytree(description.model_path.parent, copy)
+    moved = dataclasses.replace(description, model_path=copy / description.model_path.name)
+    loads = _robot_geometry.cache_info().misses
+    third = RobotSelfFilter(moved)
+    assert _robot_geometry.cache_info().misses == loads + 1 and third.meshes[0] is not first.meshes[0]
+    assert np.array_equal(mask, third.mask(frame, q, state.gripper_open_fraction))
+    moved.model_path.write_text(moved.model_path.read_text() + "\n<!-- edited -->\n")
+    RobotSelfFilter(moved)
+    assert _robot_geometry.cache_info().misses == loads + 2

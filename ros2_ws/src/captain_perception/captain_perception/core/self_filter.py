@@ -24,6 +24,7 @@ OpenCV pixel centres.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -230,6 +231,58 @@ def _shape_mesh(geometry: Any) -> tuple[np.ndarray, np.ndarray] | None:
     return None
 
 
+@functools.lru_cache(maxsize=8)
+def _robot_geometry(path: str, mtime_ns: int, size: int, fmt: str, geometry: str,
+                    resolution_m: float) -> tuple[Any, tuple[_Mesh, ...]]:
+    """The kinematic model and the simplified meshes of a robot model file, by joint.
+
+    Loading and simplifying the meshes takes about a second of CPU; every episode builds a
+    new perception object for the same robot, so the result is kept per process, keyed by
+    the file's path, modification time and size and the geometry settings (a changed file
+    is read again; mesh files it includes are not watched). The model and the meshes are
+    shared read-only: each filter makes its own ``pinocchio.Data``.
+    """
+    import pinocchio as pin
+
+    if fmt == "mjcf":
+        model = pin.buildModelFromMJCF(path)
+
+        def geoms(kind: Any) -> Any:
+            return pin.buildGeomFromMJCF(model, path, kind)
+    elif fmt == "urdf":
+        model = pin.buildModelFromUrdf(path)
+
+        def geoms(kind: Any) -> Any:
+            return pin.buildGeomFromUrdf(model, path, kind, package_dirs=[str(Path(path).parent)])
+    else:
+        raise ValueError(f"model_format={fmt!r} is not supported; use 'mjcf' or 'urdf'")
+    collision = geoms(pin.GeometryType.COLLISION)
+    if geometry == "collision":
+        chosen = list(collision.geometryObjects)
+    else:
+        visual = list(geoms(pin.GeometryType.VISUAL).geometryObjects)
+        collision_names = {g.name for g in collision.geometryObjects}
+        # an MJCF's visual set holds every geom; those that also collide are the collision copies
+        only_visual = [g for g in visual if g.name not in collision_names]
+        chosen = only_visual or visual
+    meshes: list[_Mesh] = []
+    for go in chosen:
+        shape = _shape_mesh(go.geometry)
+        if shape is None or len(shape[1]) == 0:
+            continue
+        v, t = shape
+        scale = np.asarray(go.meshScale, float) if go.meshScale is not None else np.ones(3)
+        v, t = simplify_mesh(v * scale, t, resolution_m)
+        for array in (v, t):
+            array.setflags(write=False)
+        meshes.append(_Mesh(go.name, int(go.parentJoint), np.asarray(go.placement.homogeneous, float), v, t))
+    # by joint, so that one transform per joint poses a contiguous block of vertices
+    meshes.sort(key=lambda m: m.joint)
+    if not meshes:
+        raise ValueError(f"{path} has no {geometry} geometry to draw the robot mask from")
+    return model, tuple(meshes)
+
+
 class RobotSelfFilter:
     """Masks of the robot's own pixels (see the module docstring).
 
@@ -252,41 +305,11 @@ class RobotSelfFilter:
         path = Path(description.model_path)
         if not path.is_file():
             raise ValueError(f"robot model file {path} does not exist (RobotDescription.model_path)")
-        fmt = description.model_format.lower()
-        if fmt == "mjcf":
-            model = pin.buildModelFromMJCF(str(path))
-
-            def geoms(kind: Any) -> Any:
-                return pin.buildGeomFromMJCF(model, str(path), kind)
-        elif fmt == "urdf":
-            model = pin.buildModelFromUrdf(str(path))
-
-            def geoms(kind: Any) -> Any:
-                return pin.buildGeomFromUrdf(model, str(path), kind, package_dirs=[str(path.parent)])
-        else:
-            raise ValueError(f"model_format={description.model_format!r} is not supported; use 'mjcf' or 'urdf'")
-        collision = geoms(pin.GeometryType.COLLISION)
-        if self.config.geometry == "collision":
-            chosen = list(collision.geometryObjects)
-        else:
-            visual = list(geoms(pin.GeometryType.VISUAL).geometryObjects)
-            collision_names = {g.name for g in collision.geometryObjects}
-            # an MJCF's visual set holds every geom; those that also collide are the collision copies
-            only_visual = [g for g in visual if g.name not in collision_names]
-            chosen = only_visual or visual
-        self.meshes: list[_Mesh] = []
-        for go in chosen:
-            shape = _shape_mesh(go.geometry)
-            if shape is None or len(shape[1]) == 0:
-                continue
-            v, t = shape
-            scale = np.asarray(go.meshScale, float) if go.meshScale is not None else np.ones(3)
-            v, t = simplify_mesh(v * scale, t, float(self.config.mesh_resolution_m))
-            self.meshes.append(_Mesh(go.name, int(go.parentJoint), np.asarray(go.placement.homogeneous, float), v, t))
-        # by joint, so that one transform per joint poses a contiguous block of vertices
-        self.meshes.sort(key=lambda m: m.joint)
-        if not self.meshes:
-            raise ValueError(f"{path} has no {self.config.geometry} geometry to draw the robot mask from")
+        stat = path.stat()
+        model, meshes = _robot_geometry(str(path.resolve()), stat.st_mtime_ns, stat.st_size,
+                                        description.model_format.lower(), self.config.geometry,
+                                        float(self.config.mesh_resolution_m))
+        self.meshes: list[_Mesh] = list(meshes)
         missing = [n for n in description.arm_joint_names if not model.existJointName(n)]
         if missing:
             raise ValueError(f"arm joints {missing} are not in {path}")
