@@ -21,6 +21,12 @@ bringup set it); ``CAPTAIN_DDS_PROFILE=off`` measures Fast DDS's defaults instea
 * ``remote_transport_only_ms_median`` (action) and ``remote_service_transport_only_ms_median``:
   the same frame pair in a request the node refuses at once (no model running beside it):
   the transport alone;
+* ``remote_reference_overhead_ms_median`` / ``_p90`` (action) and
+  ``remote_reference_service_overhead_ms_*`` (service): the same, by frame reference: the
+  client publishes the frame once on the camera topics (``<camera>/color/image_raw`` and
+  aligned depth; the node runs with ``frame_cameras``) and each request names it by
+  ``(camera, stamp)`` and carries only its calibration; ``remote_reference_service_transport_only_ms_median``:
+  such a request refused at once (the transport alone);
 * ``remote_round_trip_ms_median``, ``remote_model_ms_median``: the two parts;
   ``in_process_segment_ms_median``: the same segment call in this process.
 * ``remote_throughput_1_client_rps``: requests per second of one client (sequential);
@@ -85,12 +91,20 @@ def _record_frame(path: Path) -> Path:
     return path
 
 
+_FRAMES: dict[str, Any] = {}
+
+
 def _load_frame(path: str | Path) -> Any:
+    """The recorded frame (one object per path and process: a frame published on the camera
+    topics is referenced only while its arrays are the ones published)."""
     from captain_backends.core.driver import CameraFrame
 
+    if str(path) in _FRAMES:
+        return _FRAMES[str(path)]
     d = np.load(path)
-    return CameraFrame(name=str(d["name"]), rgb=d["rgb"], depth_m=d["depth"], K=d["K"], T_base_camera=d["T"],
-                       time_s=float(d["t"]))
+    frame = _FRAMES[str(path)] = CameraFrame(name=str(d["name"]), rgb=d["rgb"], depth_m=d["depth"], K=d["K"],
+                                             T_base_camera=d["T"], time_s=float(d["t"]))
+    return frame
 
 
 @contextlib.contextmanager
@@ -112,9 +126,10 @@ def _isolated_domain() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _server() -> Iterator[subprocess.Popen]:
+def _server(frame_cameras: str = "") -> Iterator[subprocess.Popen]:
     proc = subprocess.Popen([sys.executable, "-m", "captain_perception.nodes.perception_node", "--ros-args",
-                             "-p", "proxy:=false", "-p", "workers:=1", "-p", "queue_size:=8"],
+                             "-p", "proxy:=false", "-p", "workers:=1", "-p", "queue_size:=8",
+                             "-p", f"frame_cameras:={frame_cameras}"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
     lines: list[str] = []
@@ -134,20 +149,44 @@ def _server() -> Iterator[subprocess.Popen]:
             proc.kill()
 
 
+def _publish_until_held(transport: Any, frame: Any) -> None:
+    """Publish ``frame`` on the camera topics until the node holds it (delivery is asynchronous)."""
+    from captain_perception.core.remote import FRAME_NOT_HELD, PerceptionRequest
+
+    # a real request (it runs the model once the frame is held): a refused one would be
+    # refused before the node looks the frame up
+    probe = PerceptionRequest(kind="segment", text=PROMPT, frame=frame, frame_ref=(frame.name, frame.time_s),
+                              timeout_s=30.0)
+    deadline = time.monotonic() + 30.0
+    while True:
+        transport.publish_frames([frame])
+        time.sleep(0.1)
+        if transport(probe, use_action=False).status != FRAME_NOT_HELD:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError("the perception node did not receive the frame published on its camera topics")
+
+
 def client_timings(frame_path: str | Path, requests: int, use_action: bool = True,
-                   warmup: int = 3, barrier: str = "") -> dict[str, list[float]]:
+                   warmup: int = 3, barrier: str = "", by_reference: bool = False) -> dict[str, list[float]]:
     """Sequential remote segment requests on the recorded frame: per request the round
     trip and the node's model time (s), and the window from the first timed request to
     the last answer. With ``barrier`` (a path), after the warm-up the client writes
-    ``<barrier>.<pid>`` and starts once ``barrier`` exists."""
+    ``<barrier>.<pid>`` and starts once ``barrier`` exists. ``by_reference``: the frame is
+    published on the camera topics first and every request names it (checked)."""
+    from captain_perception.core.frame_refs import PublishedFrames
     from captain_perception.core.pointcloud import FrameCloud
     from captain_perception.core.remote import RemoteSegmenter
     from captain_perception.nodes.perception_client import RosPerceptionTransport
 
     frame = _load_frame(frame_path)
     transport = RosPerceptionTransport(use_action=use_action, connect_timeout_s=30.0)
-    segmenter = RemoteSegmenter(transport, "classical", timeout_s=60.0)
+    # with pixels: a registry of its own that holds nothing (never by reference)
+    segmenter = RemoteSegmenter(transport, "classical", timeout_s=60.0,
+                                references=None if by_reference else PublishedFrames())
     try:
+        if by_reference:
+            _publish_until_held(transport, frame)
         for _ in range(warmup):
             segmenter.segment(FrameCloud(frame), PROMPT)
         if barrier:
@@ -159,6 +198,8 @@ def client_timings(frame_path: str | Path, requests: int, use_action: bool = Tru
         started = time.perf_counter()
         for _ in range(requests):
             segmenter.segment(FrameCloud(frame), PROMPT)
+            if segmenter.last_timing["by_reference"] != float(by_reference):
+                raise RuntimeError(f"a request went {'with pixels' if by_reference else 'by reference'}")
             rt.append(segmenter.last_timing["round_trip_s"])
             model.append(segmenter.last_timing["model_s"])
         window = time.perf_counter() - started
@@ -167,17 +208,21 @@ def client_timings(frame_path: str | Path, requests: int, use_action: bool = Tru
     return {"round_trip_s": rt, "model_s": model, "window_s": [started, started + window]}
 
 
-def transport_timings(frame_path: str | Path, requests: int, use_action: bool) -> list[float]:
-    """Wall time (s) of requests carrying the recorded frame pair that the node refuses at
-    once (a backend it does not serve): the transport alone, no model."""
+def transport_timings(frame_path: str | Path, requests: int, use_action: bool,
+                      by_reference: bool = False) -> list[float]:
+    """Wall time (s) of requests carrying the recorded frame pair (``by_reference``: naming
+    it) that the node refuses at once (a backend it does not serve): the transport alone."""
     from captain_perception.core.remote import PerceptionRequest
     from captain_perception.nodes.perception_client import RosPerceptionTransport
 
     frame = _load_frame(frame_path)
     transport = RosPerceptionTransport(use_action=use_action, connect_timeout_s=30.0)
-    request = PerceptionRequest(kind="segment", text=PROMPT, frame=frame, backend="none-such", timeout_s=30.0)
+    request = PerceptionRequest(kind="segment", text=PROMPT, frame=frame, backend="none-such", timeout_s=30.0,
+                                frame_ref=(frame.name, frame.time_s) if by_reference else None)
     out = []
     try:
+        if by_reference:
+            _publish_until_held(transport, frame)
         for k in range(requests + 3):
             t = time.perf_counter()
             reply = transport(request)
@@ -215,7 +260,7 @@ def remote_figures(requests: int = 40) -> dict[str, float]:
             segmenter.segment(FrameCloud(frame), PROMPT)
             if k >= 3:
                 local.append(time.perf_counter() - t)
-        with _isolated_domain(), _server():
+        with _isolated_domain(), _server(frame.name):
             bare = {kind: transport_timings(frame_path, requests, kind == "action") for kind in ("action", "service")}
             action = client_timings(frame_path, requests, use_action=True)
             service = client_timings(frame_path, requests, use_action=False)
@@ -232,20 +277,32 @@ def remote_figures(requests: int = 40) -> dict[str, float]:
             outs = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in procs]
             if any(p.returncode for p in procs):
                 raise RuntimeError("a bench client process failed")
+            bare_ref = transport_timings(frame_path, requests, False, by_reference=True)
+            ref = {kind: client_timings(frame_path, requests, use_action=kind == "action", by_reference=True)
+                   for kind in ("action", "service")}
     overhead = [r - m for r, m in zip(action["round_trip_s"], action["model_s"], strict=True)]
     service_overhead = [r - m for r, m in zip(service["round_trip_s"], service["model_s"], strict=True)]
     one_window = action["window_s"][1] - action["window_s"][0]
     both_window = max(o["window_s"][1] for o in outs) - min(o["window_s"][0] for o in outs)
     both_rt = [x for o in outs for x in o["round_trip_s"]]
-    for label, values in (("action", overhead), ("service", service_overhead)):
-        print(f"remote {label:7s} overhead ms: median {_ms(values):.2f}  p90 {_ms(values, 0.9):.2f}  "
-              f"(round trip {_ms(action['round_trip_s'] if label == 'action' else service['round_trip_s']):.2f}, "
-              f"model {statistics.median(action['model_s']) * 1000:.2f})", flush=True)
+    ref_overhead = {kind: [r - m for r, m in zip(t["round_trip_s"], t["model_s"], strict=True)]
+                    for kind, t in ref.items()}
+    for label, values, timings in (("action", overhead, action), ("service", service_overhead, service),
+                                   ("action by reference", ref_overhead["action"], ref["action"]),
+                                   ("service by reference", ref_overhead["service"], ref["service"])):
+        print(f"remote {label:20s} overhead ms: median {_ms(values):.2f}  p90 {_ms(values, 0.9):.2f}  "
+              f"(round trip {_ms(timings['round_trip_s']):.2f}, "
+              f"model {statistics.median(timings['model_s']) * 1000:.2f})", flush=True)
     return {
         "remote_overhead_ms_median": _ms(overhead),
         "remote_overhead_ms_p90": _ms(overhead, 0.9),
         "remote_service_overhead_ms_median": _ms(service_overhead),
         "remote_service_overhead_ms_p90": _ms(service_overhead, 0.9),
+        "remote_reference_overhead_ms_median": _ms(ref_overhead["action"]),
+        "remote_reference_overhead_ms_p90": _ms(ref_overhead["action"], 0.9),
+        "remote_reference_service_overhead_ms_median": _ms(ref_overhead["service"]),
+        "remote_reference_service_overhead_ms_p90": _ms(ref_overhead["service"], 0.9),
+        "remote_reference_service_transport_only_ms_median": _ms(bare_ref),
         "remote_transport_only_ms_median": _ms(bare["action"]),
         "remote_service_transport_only_ms_median": _ms(bare["service"]),
         "remote_round_trip_ms_median": _ms(action["round_trip_s"]),

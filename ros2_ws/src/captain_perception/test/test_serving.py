@@ -112,7 +112,7 @@ def test_requests_checked_before_queueing():
     assert other.status == "not_available" and "'slow'" in other.message
     assert server.handle(PerceptionRequest(kind="point", text="a", frame=_frame())).status == "not_available"
     by_ref = server.handle(PerceptionRequest(kind="segment", text="a", frame_ref=("agentview", 1.0)))
-    assert by_ref.status == "not_available" and "send the frame's pixels" in by_ref.message
+    assert by_ref.status == "frame_not_held" and "send the frame's pixels" in by_ref.message
     server.close()
 
 

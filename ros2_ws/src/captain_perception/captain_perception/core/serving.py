@@ -10,12 +10,17 @@ timeout per request (ROS-free; ``captain_perception.nodes.perception_server`` wr
   until then, and its answer is dropped.
 * **Cancel**: a cancelled request leaves the queue at once, or, while running, is answered
   ``cancelled`` at once (the backend finishes in the background as above).
+* **Frames by reference**: a request naming ``(camera, stamp_s)`` instead of carrying pixels
+  gets the frame from ``frames`` (the node's camera-topic ring, ``core.frame_refs``) with
+  the request's ``K`` and ``T_base_camera``; when it is not held the request answers
+  ``frame_not_held`` at once (before queueing), and the client sends the pixels.
 
 Times are ``time.monotonic`` seconds.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import traceback
@@ -30,7 +35,14 @@ from captain_harness.core.results import FailureCategory
 from captain_perception.core.errors import PerceptionError
 from captain_perception.core.pointcloud import FrameCloud
 from captain_perception.core.pointer import PointingClient
-from captain_perception.core.remote import KINDS, PerceptionReply, PerceptionRequest, RegionAnswer, failure
+from captain_perception.core.remote import (
+    FRAME_NOT_HELD,
+    KINDS,
+    PerceptionReply,
+    PerceptionRequest,
+    RegionAnswer,
+    failure,
+)
 from captain_perception.core.segmenters.base import Segmenter
 
 #: How often a waiting request looks at its cancel flag, s.
@@ -80,7 +92,8 @@ class PerceptionServer:
         self._held = 0
         self._waiting: list[int] = []
         self._ticket = 0
-        self.counts = {"served": 0, "refused_overloaded": 0, "timed_out": 0, "cancelled": 0, "failed": 0}
+        self.counts = {"served": 0, "refused_overloaded": 0, "timed_out": 0, "cancelled": 0, "failed": 0,
+                       "by_reference": 0, "frame_not_held": 0}
 
     # ------------------------------------------------------------------ state
     @property
@@ -132,6 +145,15 @@ class PerceptionServer:
         bad = self._check(request)
         if bad is not None:
             return bad
+        if request.frame_ref is not None:
+            frame = self._frame(request)
+            if frame is None:
+                self.counts["frame_not_held"] += 1
+                camera, stamp = request.frame_ref
+                return failure(FRAME_NOT_HELD, f"the perception node holds no {camera} frame stamped {stamp:.6f} s "
+                               "(it keeps the latest frames of its camera topics); send the frame's pixels")
+            self.counts["by_reference"] += 1
+            request = dataclasses.replace(request, frame=frame, frame_ref=None)
         timeout_s = self._timeout(request)
         deadline = received + timeout_s
         with self._lock:
@@ -220,19 +242,16 @@ class PerceptionServer:
         return None
 
     def _frame(self, request: PerceptionRequest) -> Any:
-        if request.frame is not None:
-            return request.frame
+        """The referenced frame with the request's calibration, or None when not held."""
         camera, stamp = request.frame_ref  # type: ignore[misc]
-        frame = self.frames(camera, stamp) if self.frames else None
-        if frame is None:
-            raise _Refused(FailureCategory.NOT_AVAILABLE,
-                           f"the perception node has no {camera} frame stamped {stamp:.6f} s (it keeps the "
-                           "latest frames of its camera topics); send the frame's pixels instead")
-        return frame
+        held = self.frames(camera, stamp) if self.frames else None
+        if held is None or request.frame is None:
+            return held
+        return dataclasses.replace(held, K=request.frame.K, T_base_camera=request.frame.T_base_camera)
 
     def _run(self, request: PerceptionRequest) -> PerceptionReply:
         try:
-            frame = self._frame(request)
+            frame = request.frame
             started = time.monotonic()
             if request.kind == "segment":
                 assert self.segmenter is not None

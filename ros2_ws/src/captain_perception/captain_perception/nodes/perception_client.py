@@ -8,6 +8,11 @@ perception node never blocks the caller's executor. A request goes as the
 ``perception/perceive`` action (default: cancelled when its timeout passes) or as the
 ``perception/perceive_frame`` service.
 
+Frames by reference: ``publish_frames`` publishes camera frames on the camera topics under
+the node's namespace (``captain_perception.nodes.frame_topics``) and notes them in
+``references``; ``RemoteSegmenter`` / ``RemotePointer`` then name those frames by
+``(camera, stamp)`` (a node started with ``frame_cameras`` keeps them).
+
 Failures raise ``core.remote.TransportError`` (the remote backends turn it into
 ``not_available`` with the reason): no perception node found within ``connect_timeout_s``,
 the node vanished while answering, the goal was rejected. A request that gets no answer
@@ -23,6 +28,8 @@ import threading
 import time
 from typing import Any
 
+from captain_backends.core.driver import CameraFrame
+from captain_perception.core.frame_refs import PublishedFrames
 from captain_perception.core.remote import PerceptionReply, PerceptionRequest, TransportError, failure
 
 #: How often a waiting request checks that the node is still there, s.
@@ -74,6 +81,9 @@ class RosPerceptionTransport:
         self._thread.start()
         self._closed = False
         self._handshaken: set[bool] = set()
+        #: frames published by ``publish_frames`` (shared by the transports of one namespace)
+        self.references = published_frames(self.namespace)
+        self._frame_publisher: Any = None
         atexit.register(self.close)
 
     def _spin(self) -> None:
@@ -183,6 +193,20 @@ class RosPerceptionTransport:
                            "was cancelled")
         return reply_from_msg(result.result)
 
+    def publish_frames(self, frames: dict[str, CameraFrame] | list[CameraFrame]) -> None:
+        """Publish camera frames on the camera topics under the node's namespace (stamp =
+        ``time_s``); later requests about them go by reference."""
+        from captain_perception.nodes.frame_topics import FrameTopicPublisher
+
+        if self._frame_publisher is None:
+            self._frame_publisher = FrameTopicPublisher(self.node, self.namespace, self.references)
+        for frame in frames.values() if isinstance(frames, dict) else frames:
+            self._frame_publisher.publish(frame)
+
+    def frame_subscribers(self, camera: str) -> int:
+        """Subscriptions matched by ``camera``'s colour and depth topics (0 before ``publish_frames``)."""
+        return self._frame_publisher.subscribers(camera) if self._frame_publisher is not None else 0
+
     def describe(self, timeout_s: float = 3.0) -> dict[str, Any]:
         """The node's ``perception/describe`` answer (raises ``TransportError`` without one)."""
         import json
@@ -215,6 +239,15 @@ class RosPerceptionTransport:
 
 _SHARED: dict[str, RosPerceptionTransport] = {}
 _SHARED_LOCK = threading.Lock()
+_PUBLISHED: dict[str, PublishedFrames] = {}
+_PUBLISHED_LOCK = threading.Lock()
+
+
+def published_frames(namespace: str = "") -> PublishedFrames:
+    """The frames this process published on the camera topics under ``namespace``."""
+    key = "/" + namespace.strip("/") if namespace.strip("/") else ""
+    with _PUBLISHED_LOCK:
+        return _PUBLISHED.setdefault(key, PublishedFrames())
 
 
 def shared_transport(namespace: str = "") -> RosPerceptionTransport:
@@ -234,6 +267,7 @@ class LazyTransport:
     def __init__(self, namespace: str = "", use_action: bool = True) -> None:
         self.namespace = namespace
         self.use_action = use_action
+        self.references = published_frames(namespace)
 
     def __call__(self, request: PerceptionRequest) -> PerceptionReply:
         """Send ``request`` through the shared transport."""

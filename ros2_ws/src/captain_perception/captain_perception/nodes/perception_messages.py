@@ -32,11 +32,16 @@ _REQUEST_FIELDS = ("kind", "backend", "client_id", "text", "max_results", "timeo
 
 
 def frame_to_msg(frame: CameraFrame | None, ref: tuple[str, float] | None = None, depth: bool = True) -> Any:
-    """A ``PerceptionFrame`` carrying ``frame``'s pixels, or only the reference ``(camera, stamp_s)``."""
+    """A ``PerceptionFrame`` carrying ``frame``'s pixels; or, with ``ref`` ``(camera, stamp_s)``,
+    only the reference and ``frame``'s calibration (``k``, ``t_base_camera``; zeros without a frame)."""
     msg = PerceptionFrame()
+    if ref is not None:
+        msg.camera, msg.stamp_s = str(ref[0]), float(ref[1])
+        if frame is not None and frame.rgb.size and frame.rgb.ndim == 3:
+            msg.k = np.asarray(frame.K, dtype=np.float64).ravel()
+            msg.t_base_camera = np.asarray(frame.T_base_camera, dtype=np.float64).ravel()
+        return msg
     if frame is None:
-        if ref is not None:
-            msg.camera, msg.stamp_s = str(ref[0]), float(ref[1])
         return msg
     rgb = np.ascontiguousarray(frame.rgb[..., :3], dtype=np.uint8)
     h, w = rgb.shape[:2]
@@ -50,13 +55,22 @@ def frame_to_msg(frame: CameraFrame | None, ref: tuple[str, float] | None = None
 
 
 def frame_from_msg(msg: Any) -> tuple[CameraFrame | None, tuple[str, float] | None]:
-    """``(frame, None)`` when the message carries pixels, else ``(None, (camera, stamp_s))``.
+    """``(frame, None)`` when the message carries pixels, else ``(calibration, (camera, stamp_s))``
+    where ``calibration`` is a frame without pixels holding the message's ``K`` and
+    ``T_base_camera`` (None when they are zeros: the node's own are used).
 
     Raises:
         ValueError: the arrays' lengths do not match the size.
     """
     if len(msg.rgb) == 0 and len(msg.depth_m) == 0:
-        return None, (msg.camera, float(msg.stamp_s))
+        K = np.array(msg.k, dtype=np.float64).reshape(3, 3)
+        T = np.array(msg.t_base_camera, dtype=np.float64).reshape(4, 4)
+        calibration = None
+        if K.any() and T.any():
+            calibration = CameraFrame(name=msg.camera, rgb=np.zeros((0, 0, 3), np.uint8),
+                                      depth_m=np.zeros((0, 0), np.float32), K=K, T_base_camera=T,
+                                      time_s=float(msg.stamp_s))
+        return calibration, (msg.camera, float(msg.stamp_s))
     w, h = int(msg.width), int(msg.height)
     if len(msg.rgb) != w * h * 3:
         raise ValueError(f"a {w}x{h} frame needs {w * h * 3} rgb bytes, got {len(msg.rgb)}")
@@ -100,7 +114,7 @@ def request_from_msg(msg: Any) -> PerceptionRequest:
     return PerceptionRequest(kind=msg.kind, text=msg.text, frame=frame, frame_ref=ref, backend=msg.backend,
                              max_results=int(msg.max_results), pixel_uv=pixel or None,  # type: ignore[arg-type]
                              box_uv=box or None, timeout_s=float(msg.timeout_s),  # type: ignore[arg-type]
-                             client_id=msg.client_id, depth=frame is None or frame.depth_m.size > 0)
+                             client_id=msg.client_id, depth=ref is not None or frame.depth_m.size > 0)
 
 
 def region_to_msg(region: RegionAnswer) -> Any:

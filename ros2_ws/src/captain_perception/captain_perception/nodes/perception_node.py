@@ -136,7 +136,11 @@ class PerceptionNode(LifecycleNode):
             if self.params["serve"]:
                 from captain_perception.nodes.perception_server import PerceptionServing, server_from_params
 
-                self.serving = PerceptionServing(self, server_from_params(self.params), refusal=self.refusal)
+                cameras = [c.strip() for c in self.params["frame_cameras"].split(",") if c.strip()]
+                self.serving = PerceptionServing(self, server_from_params(self.params), refusal=self.refusal,
+                                                 frame_cameras=cameras,
+                                                 frame_prefix=self.params["harness_namespace"].rstrip("/"),
+                                                 frame_ring_size=self.params["frame_ring_size"])
         except Exception as exc:
             self.get_logger().error(f"building the perception backends failed: {exc}")
             self._release()

@@ -33,6 +33,13 @@ SCHEMA: tuple[ParamSpec, ...] = (
     ParamSpec("request_timeout_s", float, 30.0,
               "a request's timeout (queue wait plus run time) when it sets none", unit="s",
               min_value=0.1, max_value=600.0),
+    ParamSpec("frame_cameras", str, "",
+              "comma-separated cameras (e.g. agentview,robot0_eye_in_hand) whose topics <camera>/color/image_raw and "
+              "<camera>/aligned_depth_to_color/image_raw (under harness_namespace) the node keeps recent frames of, "
+              "so that requests may name a frame by (camera, stamp) instead of carrying its pixels; empty: none "
+              "(subscribing makes a harness with camera_rate_hz > 0 render its cameras at that rate)"),
+    ParamSpec("frame_ring_size", int, 8, "frames kept per camera for requests by reference", min_value=1,
+              max_value=64),
     ParamSpec("autostart", bool, True,
               "take the managed node through configure and activate as it starts; false: it stays unconfigured "
               "until a lifecycle manager (lifecycle_msgs ChangeState) configures and activates it"),

@@ -11,6 +11,12 @@ Interfaces, under the node's namespace:
 * ``perception/describe`` (captain_interfaces/srv/DescribePerception): the backends and
   the queue as JSON.
 
+Frames by reference: with ``frame_cameras`` (e.g. ``agentview,robot0_eye_in_hand``) the node
+subscribes to those cameras' topics under ``harness_namespace``
+(``captain_perception.nodes.frame_topics``) and keeps the latest ``frame_ring_size`` frames
+of each; a request may then name a frame by ``(camera, stamp_s)`` instead of carrying
+its pixels (``frame_not_held`` when it is not kept: the client sends the pixels).
+
 The handlers are coroutines: a request waits and runs in a thread of the server's own
 pool (``queue_size`` threads plus one for refusals) and the executor's threads stay free
 (rclpy 9.1.2's MultiThreadedExecutor wakes every one of its threads for each ready
@@ -72,12 +78,23 @@ class PerceptionServing:
         server: the work (``core.serving.PerceptionServer``).
         refusal: why a new request is refused now ("" to serve it), e.g. the managed
             node's "inactive"; a refused request answers ``not_available`` with that reason.
+        frame_cameras: cameras whose topics the node keeps frames of (requests by reference).
+        frame_prefix: the namespace of those topics ("" = the node's).
+        frame_ring_size: frames kept per camera.
     """
 
-    def __init__(self, node: Any, server: PerceptionServer, refusal: Callable[[], str] = lambda: "") -> None:
+    def __init__(self, node: Any, server: PerceptionServer, refusal: Callable[[], str] = lambda: "",
+                 frame_cameras: list[str] | None = None, frame_prefix: str = "", frame_ring_size: int = 8) -> None:
         self.node = node
         self.server = server
         self.refusal = refusal
+        self.frame_cache: Any = None
+        if frame_cameras:
+            from captain_perception.nodes.frame_topics import CameraFrameCache
+
+            self.frame_cache = CameraFrameCache(node, list(frame_cameras), frame_prefix, frame_ring_size,
+                                                ReentrantCallbackGroup())
+            server.frames = self.frame_cache.frame
         self._threads = ThreadPoolExecutor(max_workers=server.config.queue_size + 1,
                                            thread_name_prefix="perception-request")
         group = ReentrantCallbackGroup()
@@ -147,7 +164,9 @@ class PerceptionServing:
         return response
 
     def destroy(self) -> None:
-        """Remove the action server and the services, and stop the workers."""
+        """Remove the action server, the services and the camera subscriptions, and stop the workers."""
+        if self.frame_cache is not None:
+            self.frame_cache.destroy()
         self._action.destroy()
         for service in (self._service, self._describe):
             self.node.destroy_service(service)
