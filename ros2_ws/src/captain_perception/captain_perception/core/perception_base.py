@@ -112,6 +112,11 @@ class PerceptionBase:
         return RobotSelfFilter(self.driver.description(), self.config.self_filter)
 
     # ------------------------------------------------------------ self-filter
+    def prepare(self) -> None:
+        """Finish what is otherwise built in the background (the self-filter's meshes) now;
+        a failure is kept in ``self_filter_error`` as on first use."""
+        self.self_filter()
+
     def self_filter(self) -> RobotSelfFilter | None:
         """The robot self-filter, built from the driver's description on first use; None
         when disabled or when the model cannot be read (``self_filter_error`` says why)."""

@@ -165,11 +165,18 @@ def default_backend(request: BackendRequest, driver_options: Mapping[str, Any] |
 PRIMITIVE_PROVIDERS_GROUP = "captain.primitives"
 
 
-def register_primitive_providers(api: RobotAPI, driver: Any, request: BackendRequest) -> list[str]:
+def register_primitive_providers(api: RobotAPI, driver: Any, request: BackendRequest,
+                                 prepare: bool = False) -> list[str]:
     """Register the primitives of every installed provider (perception, measurement, ...)
     into ``api``; returns the provider names. Providers read the robot state the policy
     sees (``get_robot_state()``'s value, the motion layer's kinematics) without logging a
-    call."""
+    call.
+
+    ``prepare``: call each provider's ``prepare()`` (when it has one) before returning, so
+    that work it would otherwise do in the background (perception loads the robot's meshes
+    for its self-filter) is done now. A host that activates a real driver afterwards asks
+    for it: that loading holds the interpreter, and the driver's receive thread could not
+    store joint readings meanwhile (the staleness watchdog would judge our own stall)."""
     from importlib.metadata import entry_points
 
     state_spec = api.specs.get("get_robot_state")
@@ -180,6 +187,9 @@ def register_primitive_providers(api: RobotAPI, driver: Any, request: BackendReq
     names = []
     for ep in sorted(entry_points(group=PRIMITIVE_PROVIDERS_GROUP), key=lambda e: e.name):
         factory = ep.load()
-        api.register_object(factory(driver, request.workspace, robot_state if state_spec is not None else None))
+        provider = factory(driver, request.workspace, robot_state if state_spec is not None else None)
+        api.register_object(provider)
+        if prepare and callable(getattr(provider, "prepare", None)):
+            provider.prepare()
         names.append(ep.name)
     return names

@@ -200,7 +200,8 @@ class RobotHost:
         request = BackendRequest(task=task or "robot/default", init_state=init_state,
                                  seed=seed if seed >= 0 else None, workspace=workspace,
                                  session_workspace=str(workspace), episode_id="harness")
-        register_primitive_providers(api, driver, request)
+        # everything built before activation, the self-filter's meshes included (see prepare)
+        register_primitive_providers(api, driver, request, prepare=True)
         return api, motion
 
     def _default_workspace(self) -> Path:
