@@ -185,3 +185,21 @@ def test_locked_driver_paces_simulated_time() -> None:
     finally:
         driver.shutdown()
         thread.close()
+
+
+@pytest.mark.sim
+def test_the_self_filter_is_built_before_the_driver_is_activated() -> None:
+    """Loading the robot's meshes holds the interpreter; a host builds them before it
+    activates the driver (a real driver's receive thread must not stall while commands
+    stream), not in the background during the first motion."""
+    h = RobotHost(HostSettings(driver="tabletop", image_size_px=64))
+    h.configure()
+    try:
+        assert h.driver.lifecycle_state is LifecycleState.INACTIVE
+        spec = h.api.specs["mark_point"]
+        provider = getattr(spec.fn, "__self__", None)
+        assert provider is not None and hasattr(provider, "prepare"), spec.fn
+        assert provider._self_filter_future is None
+        assert provider._self_filter is not None, provider.self_filter_error
+    finally:
+        h.shutdown()
