@@ -46,12 +46,12 @@ def test_teacher_episode_over_ros_reaches_strict_success(tmp_path: Path) -> None
                 pytest.skip("the harness's robot API has no perception calls on this install "
                             "(captain_perception is not registered with the episode backend)")
             action = client.action(RunEpisode, "run_episode")
-            feedback: list = []
+            stream = client.feedback_tap(RunEpisode, "run_episode")  # the whole stream, see feedback_tap
             handle = client.wait(action.send_goal_async(
-                RunEpisode.Goal(task="libero_spatial/0", init_state=0, policy=policy),
-                feedback_callback=lambda m: feedback.append(m.feedback)))
+                RunEpisode.Goal(task="libero_spatial/0", init_state=0, policy=policy)))
             assert handle.accepted
             res = client.wait(handle.get_result_async(), timeout_s=600.0)
+            feedback = stream(handle, until=lambda f: f.request_index >= res.result.requests)
         finally:
             client.close()
             code = stack.stop(timeout_s=60.0)

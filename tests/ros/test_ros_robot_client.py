@@ -159,13 +159,14 @@ def test_episode_action_replays_an_in_process_episode(stack, robot, tmp_path: Pa
     client = Client()
     try:
         action = client.action(RunEpisode, "run_episode")
-        feedback: list = []
+        stream = client.feedback_tap(RunEpisode, "run_episode")  # the whole stream, see feedback_tap
         goal = RunEpisode.Goal(task="mock/empty", init_state=-1, policy="replay",
                                settings_json=json.dumps({"policy_options": {"record": str(rows)},
                                                          "cell_timeout_s": 60.0}))
-        handle = client.wait(action.send_goal_async(goal, feedback_callback=lambda m: feedback.append(m.feedback)))
+        handle = client.wait(action.send_goal_async(goal))
         assert handle.accepted
         res = client.wait(handle.get_result_async(), timeout_s=300.0)
+        feedback = stream(handle, until=lambda f: f.request_index >= res.result.requests)
     finally:
         client.close()
     assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.summary_json
