@@ -51,6 +51,14 @@ class MessageTransport:
         return reply_from_msg(fill_reply(PerceiveFrame.Response(), reply))
 
 
+def _published(frames: dict[str, CameraFrame]) -> PublishedFrames:
+    """A registry noting ``frames`` as published (as ``publish_frames`` does)."""
+    published = PublishedFrames()
+    for f in frames.values():
+        published.note(f)
+    return published
+
+
 def _ring_of(frames: dict[str, CameraFrame]) -> FrameRing:
     ring = FrameRing(4)
     for f in frames.values():  # as the node stores what it decodes from the topics: copies
@@ -67,10 +75,7 @@ def test_by_reference_equals_pixels_and_in_process(frames):
         assert_same(local, answers(RemoteSegmenter(by_pixels, "classical"), frames))
         assert min(by_pixels.pixel_bytes) > 512 * 512 * 3
 
-        published = PublishedFrames()
-        for f in frames.values():
-            published.note(f)
-        by_ref = MessageTransport(server, published)
+        by_ref = MessageTransport(server, _published(frames))
         remote = RemoteSegmenter(by_ref, "classical")
         assert_same(local, answers(remote, frames))
         assert by_ref.pixel_bytes == [0] * len(local)  # no pixels travelled
@@ -96,10 +101,7 @@ def test_frame_not_held_is_sent_again_with_pixels(frames):
     local = answers(ClassicalSegmenter(), frames)
     server = PerceptionServer(ClassicalSegmenter(), None, frames=FrameRing(2).get)  # holds nothing
     try:
-        published = PublishedFrames()
-        for f in frames.values():
-            published.note(f)
-        transport = MessageTransport(server, published)
+        transport = MessageTransport(server, _published(frames))
         remote = RemoteSegmenter(transport, "classical")
         assert_same(local, answers(remote, frames))
         assert remote.reference_counts == {"sent": len(local), "not_held": len(local)}

@@ -18,7 +18,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from captain_backends.core.xr1.images import RawImage
+from captain_backends.core.xr1.images import RawImage, encode_depth, encode_rgb
 
 #: Readings: best effort, so the driver subscribes to reliable and best-effort publishers alike.
 READING_QOS = QoSProfile(depth=10, reliability=QoSReliabilityPolicy.BEST_EFFORT,
@@ -90,6 +90,29 @@ def camera_info_msg(K: np.ndarray, width_px: int, height_px: int, frame_id: str,
     P[:, :3] = K
     msg.p = P.reshape(-1).tolist()
     return msg
+
+
+def camera_topics(base: str) -> tuple[str, str, str]:
+    """The colour, registered depth and camera_info topics of a camera whose topics start
+    with ``base`` (``<base>/color/image_raw``, ``<base>/aligned_depth_to_color/image_raw``,
+    ``<base>/color/camera_info``)."""
+    return f"{base}/color/image_raw", f"{base}/aligned_depth_to_color/image_raw", f"{base}/color/camera_info"
+
+
+def publish_rgbd(publishers: Sequence, camera: str, rgb: np.ndarray, depth_m: np.ndarray, K: np.ndarray,
+                 stamp: Time, depth_encoding: str = "32FC1") -> None:
+    """Publish one camera frame: camera_info, registered depth (``depth_encoding``: ``32FC1`` m
+    or ``16UC1`` mm) and colour, all stamped ``stamp`` in ``<camera>_optical_frame``.
+
+    Args:
+        publishers: the (colour, depth, camera_info) publishers of the camera.
+    """
+    image_pub, depth_pub, info_pub = publishers
+    optical = f"{camera}_optical_frame"
+    h, w = rgb.shape[:2]
+    info_pub.publish(camera_info_msg(K, w, h, optical, stamp))
+    depth_pub.publish(image_msg(encode_depth(depth_m, depth_encoding), optical, stamp))
+    image_pub.publish(image_msg(encode_rgb(rgb), optical, stamp))
 
 
 def positions_msg(positions: Sequence[float]) -> Float64MultiArray:

@@ -43,7 +43,6 @@ from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParam
 from rclpy.node import Node
 
 from captain_backends.core.xr1.config import XR1Config, load_config
-from captain_backends.core.xr1.images import encode_depth, encode_rgb
 from captain_backends.nodes import xr1_messages as xm
 
 
@@ -193,13 +192,7 @@ class XR1RobotIO:
 
     def publish_camera(self, name: str, rgb: np.ndarray, depth_m: np.ndarray, K: np.ndarray) -> None:
         """Publish colour, registered depth and camera_info of one camera."""
-        image_pub, depth_pub, info_pub = self._camera_pubs[name]
-        stamp = self._stamp()
-        frame = f"{name}_optical_frame"
-        h, w = rgb.shape[:2]
-        info_pub.publish(xm.camera_info_msg(K, w, h, frame, stamp))
-        depth_pub.publish(xm.image_msg(encode_depth(depth_m, self.depth_encoding), frame, stamp))
-        image_pub.publish(xm.image_msg(encode_rgb(rgb), frame, stamp))
+        xm.publish_rgbd(self._camera_pubs[name], name, rgb, depth_m, K, self._stamp(), self.depth_encoding)
 
 
 def run_periodic(period_s: float, step: Callable[[int], None], stop: threading.Event,

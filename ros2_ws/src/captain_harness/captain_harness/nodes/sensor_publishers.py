@@ -18,7 +18,6 @@ from rclpy.clock import Clock, ClockType
 from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from captain_backends.core.driver import LifecycleState as DriverState
-from captain_backends.core.xr1.images import encode_depth, encode_rgb
 from captain_backends.nodes import xr1_messages as xm
 from captain_harness.nodes.ros_params import camera_qos
 
@@ -59,9 +58,8 @@ class SensorPublishers:
         if params["camera_rate_hz"] > 0 and self.cameras:
             qos = camera_qos(params["camera_qos"])  # image, depth and camera_info alike
             self.camera_pubs = {
-                c: (node.create_publisher(Image, f"{c}/color/image_raw", qos),
-                    node.create_publisher(Image, f"{c}/aligned_depth_to_color/image_raw", qos),
-                    node.create_publisher(CameraInfo, f"{c}/color/camera_info", qos))
+                c: tuple(node.create_publisher(kind, topic, qos)
+                         for kind, topic in zip((Image, Image, CameraInfo), xm.camera_topics(c), strict=True))
                 for c in self.cameras}
             node.create_timer(1.0 / params["camera_rate_hz"], self.publish_cameras,
                               callback_group=MutuallyExclusiveCallbackGroup(), clock=steady)
@@ -116,9 +114,5 @@ class SensorPublishers:
         self.node.robot_state.note_frames(driver, frames, state)  # optical frames on /tf_static
         stamp = self.node.robot_state.stamp(driver, state)
         for name, frame in frames.items():
-            image_pub, depth_pub, info_pub = self.camera_pubs[name]
-            optical = f"{name}_optical_frame"
-            w, h = frame.size_px
-            info_pub.publish(xm.camera_info_msg(frame.K, w, h, optical, stamp))
-            depth_pub.publish(xm.image_msg(encode_depth(frame.depth_m, self.depth_encoding), optical, stamp))
-            image_pub.publish(xm.image_msg(encode_rgb(frame.rgb), optical, stamp))
+            xm.publish_rgbd(self.camera_pubs[name], name, frame.rgb, frame.depth_m, frame.K, stamp,
+                            self.depth_encoding)

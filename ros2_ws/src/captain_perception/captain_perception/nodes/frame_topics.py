@@ -8,7 +8,7 @@ Per camera: ``<camera>/color/image_raw`` (sensor_msgs/Image), ``<camera>/aligned
 * ``CameraFrameCache`` (perception node): subscribes to those topics (best effort, so it
   matches a reliable or a sensor-data publisher) and keeps the latest frames in a
   ``FrameRing``.
-* ``FrameTopicPublisher`` (harness side): publishes a ``CameraFrame`` on them (stamp =
+* ``FrameTopicPublisher`` (client side): publishes a ``CameraFrame`` on them (stamp =
   ``frame.time_s`` at microsecond resolution, depth ``32FC1``) and notes it in a
   ``PublishedFrames``, so that later requests about it go by reference.
 """
@@ -24,7 +24,7 @@ from rclpy.qos import QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 
 from captain_backends.core.driver import CameraFrame
-from captain_backends.core.xr1.images import decode_depth_m, decode_rgb, encode_depth, encode_rgb
+from captain_backends.core.xr1.images import decode_depth_m, decode_rgb
 from captain_backends.nodes import xr1_messages as xm
 from captain_perception.core.frame_refs import FrameRing, PublishedFrames, key_from_time, stamp_key, time_from_key
 
@@ -36,8 +36,7 @@ PUBLISH_QOS = QoSProfile(depth=5, history=QoSHistoryPolicy.KEEP_LAST, reliabilit
 
 def topics(prefix: str, camera: str) -> tuple[str, str, str]:
     """The colour, depth and camera_info topics of ``camera`` under ``prefix`` ("" or a namespace)."""
-    base = f"{prefix.rstrip('/')}/{camera}" if prefix.strip("/") else camera
-    return f"{base}/color/image_raw", f"{base}/aligned_depth_to_color/image_raw", f"{base}/color/camera_info"
+    return xm.camera_topics(f"{prefix.rstrip('/')}/{camera}" if prefix.strip("/") else camera)
 
 
 def _depth(msg: Image) -> np.ndarray:
@@ -136,10 +135,6 @@ class FrameTopicPublisher:
         """Publish ``frame`` (stamp ``frame.time_s``) and note it in ``published``."""
         colour, depth, info = self._for(frame.name)
         sec, nanosec = time_from_key(stamp_key(frame.time_s))
-        stamp = Time(sec=sec, nanosec=nanosec)
-        optical = f"{frame.name}_optical_frame"
-        w, h = frame.size_px
-        info.publish(xm.camera_info_msg(frame.K, w, h, optical, stamp))
-        depth.publish(xm.image_msg(encode_depth(frame.depth_m, "32FC1"), optical, stamp))
-        colour.publish(xm.image_msg(encode_rgb(frame.rgb), optical, stamp))
+        xm.publish_rgbd((colour, depth, info), frame.name, frame.rgb, frame.depth_m, frame.K,
+                        Time(sec=sec, nanosec=nanosec), "32FC1")
         self.published.note(frame)
