@@ -74,6 +74,11 @@ class Stack:
             if line.startswith("READY"):
                 return line.strip()
 
+    def overruns(self) -> str:
+        """The robot side's periodic-loop overrun reports so far (for failure messages)."""
+        found = [line for line in list(self.lines) if "periodic loop overrun" in line]
+        return "\n" + "\n".join(found) if found else ""
+
     def stop(self, timeout_s: float = 30.0) -> int:
         """SIGINT, then wait; returns the exit code."""
         if self.proc.poll() is None:

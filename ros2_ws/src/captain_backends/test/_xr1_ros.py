@@ -51,8 +51,8 @@ class RobotProcess:
 
 
 class Spy:
-    """A test-side node in its own context: records messages on topics (with receipt
-    times, ``time.monotonic``) and sets parameters of other nodes."""
+    """A test-side node in its own context: records messages on topics (with the
+    middleware's reception times on ``time.monotonic``) and sets parameters of other nodes."""
 
     def __init__(self, namespace: str = "") -> None:
         import rclpy
@@ -64,6 +64,7 @@ class Spy:
         rclpy.init(args=[], context=self.context, signal_handler_options=SignalHandlerOptions.NO)
         self.node = rclpy.create_node("xr1_test_spy", namespace=namespace, context=self.context)
         self.records: dict[str, list[tuple[float, object]]] = {}
+        self._parameter_clients: dict[str, object] = {}
         self._lock = threading.Lock()
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
@@ -84,9 +85,12 @@ class Spy:
 
         self.records[topic] = []
 
-        def callback(msg, topic=topic) -> None:
+        def callback(msg, info, topic=topic) -> None:
+            # the middleware's reception time (system clock) on time.monotonic, as the
+            # driver stamps its readings: this process's scheduling does not shift it
+            received = time.monotonic() - max(0.0, (time.time_ns() - info["received_timestamp"]) * 1e-9)
             with self._lock:
-                self.records[topic].append((time.monotonic(), msg))
+                self.records[topic].append((received, msg))
 
         if qos is None:  # the readings' QoS with a deep history: a busy test process must not drop samples it checks
             qos = QoSProfile(depth=1000, reliability=READING_QOS.reliability, history=READING_QOS.history)
@@ -98,18 +102,29 @@ class Spy:
             return [(t, m) for t, m in self.records[topic] if t > after_s]
 
     def set_parameters(self, node_name: str, values: dict[str, object], timeout_s: float = 10.0) -> None:
-        """Set parameters of another node through its parameter services."""
+        """Set parameters of another node through its parameter services.
+
+        One client per node, kept: a new client's response reader must first be matched by
+        the server's response writer, and a response sent before that is lost (volatile
+        QoS). The request is therefore sent again each second until answered (setting the
+        same values twice is harmless)."""
         from rclpy.parameter import Parameter
         from rclpy.parameter_client import AsyncParameterClient
 
-        client = AsyncParameterClient(self.node, node_name)
+        client = self._parameter_clients.get(node_name)
+        if client is None:
+            client = self._parameter_clients[node_name] = AsyncParameterClient(self.node, node_name)
         assert client.wait_for_services(timeout_sec=timeout_s), f"parameter services of {node_name} not found"
-        future = client.set_parameters([Parameter(k, value=v) for k, v in values.items()])
         deadline = time.monotonic() + timeout_s
-        while not future.done():
+        futures: list = []
+        sent_at = float("-inf")
+        while not any(f.done() for f in futures):
             assert time.monotonic() < deadline, f"setting {values} on {node_name} timed out"
+            if time.monotonic() - sent_at > 1.0:
+                futures.append(client.set_parameters([Parameter(k, value=v) for k, v in values.items()]))
+                sent_at = time.monotonic()
             time.sleep(0.005)
-        results = future.result().results
+        results = next(f for f in futures if f.done()).result().results
         assert all(r.successful for r in results), [r.reason for r in results]
 
     def close(self) -> None:

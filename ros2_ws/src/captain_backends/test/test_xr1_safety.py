@@ -106,6 +106,26 @@ def test_state_buffer_merges_partial_joint_states_and_differentiates() -> None:
     assert v[0] == pytest.approx(0.2) and t[0] == 2.0  # (0.3 - 0.1) / (2.0 - 1.0)
 
 
+def test_state_buffer_stamps_readings_with_their_reception_time() -> None:
+    """A reading that waited in this process is as old as when the middleware received it
+    (never younger, never in the future); the timing of the newest joint state says so."""
+    now = [10.0]
+    buf = StateBuffer(["a"], clock=lambda: now[0])
+    buf.push_joint_state(["a"], [0.1], [], received_s=9.85, sent_s=9.84)
+    _, _, t = buf.joints(["a"])
+    assert t == [9.85]
+    timing = buf.joint_state_timing()
+    assert (timing.sent_s, timing.received_s, timing.stored_s) == (9.84, 9.85, 10.0)
+    buf.push_joint_state(["a"], [0.2], [], received_s=10.5)  # a stamp ahead of the clock is clipped
+    assert buf.joints(["a"])[2] == [10.0]
+    buf.push_wrench([0, 0, 1], [0, 0, 0], "base", received_s=9.9)
+    assert buf.latest_wrench().time_s == 9.9
+    buf.push_joint_state(["a"], [0.3], [])  # no reception time: the push is the receipt
+    now[0] = 10.2
+    buf.push_joint_state(["a"], [0.4], [])
+    assert buf.joints(["a"])[2] == [10.2] and buf.joint_state_timing().sent_s is None
+
+
 def test_fake_hardware_lag_is_first_order() -> None:
     m = FirstOrderMirror(np.zeros(2), time_constant_s=0.05)
     m.set_target(np.array([1.0, -1.0]))

@@ -25,7 +25,8 @@ refuses a change of it ("Trying to set a read-only parameter") instead of accept
 ignoring it.
 
 ``run_robot_node`` hosts such a node: it spins the executor in a thread, runs the
-node's periodic step on the wall clock in the main thread, prints ``READY`` once the
+node's periodic step on the wall clock in the main thread (both threads real-time
+scheduled where permitted, as a ros2_control controller manager runs its loop), prints ``READY`` once the
 topics exist, and exits cleanly on SIGINT/SIGTERM.
 """
 
@@ -195,6 +196,10 @@ class XR1RobotIO:
         xm.publish_rgbd(self._camera_pubs[name], name, rgb, depth_m, K, self._stamp(), self.depth_encoding)
 
 
+#: a periodic loop that wakes this late or whose step takes this long says so (s)
+OVERRUN_REPORT_S = 0.05
+
+
 def run_periodic(period_s: float, step: Callable[[int], None], stop: threading.Event,
                  max_catch_up: int = 5) -> None:
     """Call ``step(n)`` once per ``period_s`` of wall clock until ``stop`` is set; ``n``
@@ -207,18 +212,25 @@ def run_periodic(period_s: float, step: Callable[[int], None], stop: threading.E
 
     set_realtime()
     next_tick = time.monotonic() + period_s
+    last_report = -np.inf
     while not stop.is_set():
         delay = next_tick - time.monotonic()
         if delay > 0 and stop.wait(delay):
             break
         now = time.monotonic()
-        n = 1 + int((now - next_tick) // period_s)
+        late_s = now - next_tick
+        n = 1 + int(late_s // period_s)
         if n > max_catch_up:
             next_tick = now + period_s
             n = max_catch_up
         else:
             next_tick += n * period_s
         step(n)
+        took_s = time.monotonic() - now
+        if max(late_s, took_s) > OVERRUN_REPORT_S and now - last_report > 1.0:
+            last_report = now  # as ros2_control reports an overrun: this loop is the robot's clock
+            print(f"periodic loop overrun: woke {1000 * late_s:.0f} ms late, step took {1000 * took_s:.0f} ms "
+                  f"(period {1000 * period_s:.0f} ms)", file=sys.stderr, flush=True)
 
 
 def run_robot_node(make_node: Callable[[], Node], args: list[str] | None = None) -> int:
@@ -227,6 +239,8 @@ def run_robot_node(make_node: Callable[[], Node], args: list[str] | None = None)
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
+
+    from captain_backends.core.realtime import set_realtime
 
     rclpy.init(args=sys.argv if args is None else args, signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
@@ -237,6 +251,11 @@ def run_robot_node(make_node: Callable[[], Node], args: list[str] | None = None)
     executor.add_node(node)
 
     def spin() -> None:
+        # Both Python threads of this process run SCHED_FIFO where permitted: the periodic
+        # loop needs the interpreter lock to publish, and an executor thread of normal
+        # priority holding it while the kernel runs another process would stall the
+        # joint states past the driver's 100 ms (priority inversion through the lock).
+        set_realtime()
         with contextlib.suppress(ExternalShutdownException):
             executor.spin()
 

@@ -4,9 +4,13 @@ against 100 ms).
 
 Because the context is private (and installs no signal handlers), the driver works in
 any process: next to other rclpy code, inside the harness, in a test. Readings are
-pushed from subscription callbacks into the driver's ``StateBuffer``; commands are
-published from the caller's thread. All topic names are relative to the node's
-namespace (``namespace`` in the configuration). The domain is ``ROS_DOMAIN_ID``.
+pushed from subscription callbacks into the driver's ``StateBuffer``, stamped with the
+time the middleware received them (``MessageInfo.received_timestamp``, taken by the DDS
+receive thread, which needs no interpreter lock), so a reading that waited in this
+process is judged by its true age. ``drain()`` stores every reading the middleware holds
+before the driver judges staleness. Commands are published from the caller's thread.
+All topic names are relative to the node's namespace (``namespace`` in the
+configuration). The domain is ``ROS_DOMAIN_ID``.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +43,9 @@ class RosXR1Transport:
         self._executor = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._readings: list[tuple[Any, Any]] = []  # (subscription, callback) pairs drain() empties
+        self._drain_guard = None
+        self._drain_requests: list[threading.Event] = []
 
     def start(self, buffer: StateBuffer, timeout_s: float = 30.0) -> None:
         """Create the context, node, subscriptions and publishers in the receive thread
@@ -92,9 +101,13 @@ class RosXR1Transport:
         self._context = context
         node = rclpy.create_node(cfg.node_name, namespace=cfg.namespace or "", context=context)
 
-        node.create_subscription(JointState, cfg.joint_states_topic, self._on_joint_state, xm.READING_QOS)
+        readings = [(node.create_subscription(JointState, cfg.joint_states_topic, self._on_joint_state,
+                                              xm.READING_QOS), self._on_joint_state)]
         if cfg.wrench.topic:
-            node.create_subscription(WrenchStamped, cfg.wrench.topic, self._on_wrench, xm.READING_QOS)
+            readings.append((node.create_subscription(WrenchStamped, cfg.wrench.topic, self._on_wrench,
+                                                      xm.READING_QOS), self._on_wrench))
+        self._readings = readings
+        self._drain_guard = node.create_guard_condition(self._on_drain)
         for cam in cfg.cameras:
             node.create_subscription(Image, cam.image_topic, partial(self._on_image, cam.name, "rgb"), xm.IMAGE_QOS)
             node.create_subscription(Image, cam.depth_topic, partial(self._on_image, cam.name, "depth"),
@@ -115,12 +128,44 @@ class RosXR1Transport:
             self._node, self._executor = node, executor
 
     # ----------------------------------------------------------------- callbacks
-    def _on_joint_state(self, msg) -> None:
-        self._buffer.push_joint_state(msg.name, msg.position, msg.velocity)
+    def _buffer_time(self, stamp_ns: int) -> float | None:
+        """A middleware time stamp (system clock, ns; 0: not provided) on the buffer's clock."""
+        if stamp_ns <= 0:
+            return None
+        return self._buffer.clock() - max(0.0, (time.time_ns() - stamp_ns) * 1e-9)
 
-    def _on_wrench(self, msg) -> None:
+    def _on_joint_state(self, msg, info) -> None:
+        self._buffer.push_joint_state(msg.name, msg.position, msg.velocity,
+                                      received_s=self._buffer_time(info["received_timestamp"]),
+                                      sent_s=self._buffer_time(info["source_timestamp"]))
+
+    def _on_wrench(self, msg, info) -> None:
         f, t = msg.wrench.force, msg.wrench.torque
-        self._buffer.push_wrench((f.x, f.y, f.z), (t.x, t.y, t.z), msg.header.frame_id)
+        self._buffer.push_wrench((f.x, f.y, f.z), (t.x, t.y, t.z), msg.header.frame_id,
+                                 received_s=self._buffer_time(info["received_timestamp"]))
+
+    def _on_drain(self) -> None:
+        """Receive thread: store every joint state and wrench the middleware holds, then
+        release the ``drain()`` calls that asked before."""
+        with self._lock:
+            requests, self._drain_requests = self._drain_requests, []
+        for subscription, callback in self._readings:
+            with subscription.handle:
+                while (taken := subscription.handle.take_message(subscription.msg_type, subscription.raw)) is not None:
+                    callback(*taken)
+        for request in requests:
+            request.set()
+
+    def drain(self, timeout_s: float) -> bool:
+        """Store every reading the middleware has received so far (in the receive thread);
+        False when that did not happen within ``timeout_s`` or the transport is stopped."""
+        done = threading.Event()
+        with self._lock:
+            if self._node is None or self._drain_guard is None:
+                return False
+            self._drain_requests.append(done)
+            self._drain_guard.trigger()
+        return done.wait(timeout_s)
 
     def _on_image(self, camera: str, kind: str, msg) -> None:
         self._buffer.push_image(camera, kind, xm.raw_image(msg))
@@ -160,7 +205,8 @@ class RosXR1Transport:
         """Stop spinning, destroy the node and shut the private context down."""
         with self._lock:
             node, executor, context, thread = self._node, self._executor, self._context, self._thread
-            self._node = self._executor = self._context = self._thread = None
+            self._node = self._executor = self._context = self._thread = self._drain_guard = None
+            self._readings = []
         if executor is not None:
             executor.shutdown(timeout_sec=2.0)
         if thread is not None:

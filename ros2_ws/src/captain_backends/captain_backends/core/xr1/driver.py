@@ -231,6 +231,16 @@ class XR1Driver(RobotDriver):
         w = self._buffer.latest_wrench()
         return stale_wrench_fault(None if w is None else w.time_s, now_s, s.stale_wrench_timeout_s)
 
+    def _timing_note(self) -> str:
+        """Where the newest joint state was delayed: at the robot, on the link or here."""
+        timing = self._buffer.joint_state_timing()
+        if timing is None:
+            return ""
+        now = time.monotonic()
+        sent = "" if timing.sent_s is None else f"sent {1000 * (now - timing.sent_s):.0f} ms ago, "
+        return (f" (newest joint_states message: {sent}received {1000 * (now - timing.received_s):.0f} ms ago, "
+                f"stored {1000 * (now - timing.stored_s):.0f} ms ago)")
+
     def _emergency_message(self) -> str:
         """The latest F/T reading beyond the emergency limits, or ``""``."""
         s = self.config.safety
@@ -268,11 +278,22 @@ class XR1Driver(RobotDriver):
 
     def _check(self, now_s: float) -> None:
         """Latch a fault when a safety condition fails (only while ACTIVE): the emergency
-        limits always, staleness only while the watchdog is armed."""
+        limits always, staleness only while the watchdog is armed.
+
+        Before a staleness verdict the transport stores every reading the middleware has
+        already received (``drain``), each stamped with its reception time: the verdict is
+        about the robot and the link, not about this process's scheduling of its receive
+        thread. Nothing is published while the drain waits (this is the commanding
+        thread), and a reading older than the limit stays older than the limit.
+        """
         if self._fault or self._lifecycle is not LifecycleState.ACTIVE:
             return
         message = self._staleness_message(now_s) if self._armed else ""
+        if message and self._transport.drain(self.config.safety.stale_state_timeout_s):
+            message = self._staleness_message(time.monotonic())
         if message:
+            if message.startswith("stale joint state"):
+                message += self._timing_note()
             self._latch_fault(message, hold=False)
             return
         message = self._emergency_message()

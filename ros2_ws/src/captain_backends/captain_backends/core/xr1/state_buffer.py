@@ -1,10 +1,13 @@
 """The latest robot readings, shared between the transport's thread and the driver.
 
 The transport (ROS callbacks, another thread) pushes joint states, wrenches, images and
-camera infos; each is stamped on receipt with the wall clock (``time.monotonic``).
-Joint states are merged per joint (a robot may publish several partial messages), so
-the staleness of the arm is the age of its least recently updated joint. Every push
-notifies waiters, so the driver can react to a new reading within the period.
+camera infos; each is stamped with its receipt time on the buffer's clock
+(``time.monotonic``): the time the middleware received it when the transport knows it
+(so a reading that waited in this process for the interpreter is not younger than it
+is), else the time of the push. Joint states are merged per joint (a robot may publish
+several partial messages), so the staleness of the arm is the age of its least recently
+updated joint. Every push notifies waiters, so the driver can react to a new reading
+within the period.
 """
 
 from __future__ import annotations
@@ -43,6 +46,17 @@ class CameraReading:
     info_time_s: float | None = None
 
 
+@dataclass(frozen=True)
+class MessageTiming:
+    """When the newest joint state message was sent (by the robot, on its clock as the
+    middleware reports it; None when unknown), received by the middleware and stored
+    here, all on the buffer's clock, seconds."""
+
+    sent_s: float | None
+    received_s: float
+    stored_s: float
+
+
 class StateBuffer:
     """Thread-safe store of the latest readings.
 
@@ -62,6 +76,7 @@ class StateBuffer:
         self._prev_position = np.full(n, np.nan)
         self._prev_time = np.full(n, np.nan)
         self._updates = 0
+        self._timing: MessageTiming | None = None
         self._wrench: WrenchReading | None = None
         self._wrench_queue: deque[WrenchReading] = deque(maxlen=1000)
         self._cameras: dict[str, CameraReading] = {}
@@ -69,10 +84,18 @@ class StateBuffer:
 
     # --------------------------------------------------------------- producers
     def push_joint_state(self, names: Sequence[str], positions: Sequence[float],
-                         velocities: Sequence[float]) -> None:
-        """A JointState: values of unknown joints are ignored; velocities may be empty."""
-        now = self.clock()
+                         velocities: Sequence[float], received_s: float | None = None,
+                         sent_s: float | None = None) -> None:
+        """A JointState: values of unknown joints are ignored; velocities may be empty.
+
+        Args:
+            received_s: when the middleware received it (buffer clock, s); None: now.
+            sent_s: when the robot sent it (buffer clock, s), for diagnostics only.
+        """
+        stored = self.clock()
+        now = stored if received_s is None else min(received_s, stored)
         with self._cond:
+            self._timing = MessageTiming(sent_s, now, stored)
             has_v = len(velocities) == len(names)
             for k, name in enumerate(names):
                 i = self._index.get(name)
@@ -87,10 +110,13 @@ class StateBuffer:
             self._updates += 1
             self._cond.notify_all()
 
-    def push_wrench(self, force_n: Sequence[float], torque_nm: Sequence[float], frame_id: str) -> None:
-        """A WrenchStamped (kept as the latest and queued for the guard checks)."""
+    def push_wrench(self, force_n: Sequence[float], torque_nm: Sequence[float], frame_id: str,
+                    received_s: float | None = None) -> None:
+        """A WrenchStamped (kept as the latest and queued for the guard checks);
+        ``received_s`` as for ``push_joint_state``."""
+        stored = self.clock()
         reading = WrenchReading(np.asarray(force_n, dtype=float), np.asarray(torque_nm, dtype=float), frame_id,
-                                self.clock())
+                                stored if received_s is None else min(received_s, stored))
         with self._cond:
             self._wrench = reading
             self._wrench_queue.append(reading)
@@ -137,6 +163,11 @@ class StateBuffer:
         fd = np.where(np.isfinite(dt) & (dt > 0), (q - pq) / np.where(dt > 0, dt, 1.0), 0.0)
         v = np.where(has_v, v, np.nan_to_num(fd))
         return q, v, [None if np.isnan(x) else float(x) for x in t]
+
+    def joint_state_timing(self) -> MessageTiming | None:
+        """Send, reception and storage times of the newest joint state (None before one)."""
+        with self._cond:
+            return self._timing
 
     def latest_wrench(self) -> WrenchReading | None:
         """The latest F/T reading."""

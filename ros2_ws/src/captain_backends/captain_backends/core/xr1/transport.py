@@ -23,6 +23,10 @@ class XR1Transport(Protocol):
     def start(self, buffer: StateBuffer) -> None:
         """Connect: subscribe every configured topic, pushing readings into ``buffer``."""
 
+    def drain(self, timeout_s: float) -> bool:
+        """Store into the buffer every reading received so far that is not stored yet;
+        False when that did not finish within ``timeout_s`` (s)."""
+
     def publish_arm(self, positions_rad: np.ndarray, time_from_start_s: float) -> None:
         """Send arm joint position targets (configured joint order), rad."""
 
