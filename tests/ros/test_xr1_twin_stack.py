@@ -56,7 +56,10 @@ def test_xr1_driver_moves_the_twin_arm(tmp_path: Path) -> None:
             assert handle.accepted
             res = client.wait(handle.get_result_async(), timeout_s=120.0)
             result = json.loads(res.result.result.result_json)
-            assert res.status == GoalStatus.STATUS_SUCCEEDED, result["message"]
+            stamps = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in states])
+            gaps_ms = 1000 * np.diff(stamps) if len(stamps) > 1 else np.zeros(1)
+            seen = f"\nthe twin's joint_states here: {len(stamps)}, largest stamp gap {gaps_ms.max():.0f} ms"
+            assert res.status == GoalStatus.STATUS_SUCCEEDED, result["message"] + stack.overruns() + seen
             assert res.result.stopped_reason == "target_reached"
             assert res.result.executed_distance_m == pytest.approx(np.linalg.norm(target - start), abs=0.01)
             feedback = [f.progress for f in stream(handle, until=lambda f: f.progress == pytest.approx(1.0, abs=0.05))]

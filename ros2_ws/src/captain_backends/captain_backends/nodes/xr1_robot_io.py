@@ -25,8 +25,8 @@ refuses a change of it ("Trying to set a read-only parameter") instead of accept
 ignoring it.
 
 ``run_robot_node`` hosts such a node: it spins the executor in a thread, runs the
-node's periodic step on the wall clock in the main thread (both threads real-time
-scheduled where permitted, as a ros2_control controller manager runs its loop), prints ``READY`` once the
+node's periodic step on the wall clock in the main thread (real-time scheduled where
+permitted, as a ros2_control controller manager runs its loop), prints ``READY`` once the
 topics exist, and exits cleanly on SIGINT/SIGTERM.
 """
 
@@ -240,8 +240,6 @@ def run_robot_node(make_node: Callable[[], Node], args: list[str] | None = None)
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
-    from captain_backends.core.realtime import set_realtime
-
     rclpy.init(args=sys.argv if args is None else args, signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -251,11 +249,6 @@ def run_robot_node(make_node: Callable[[], Node], args: list[str] | None = None)
     executor.add_node(node)
 
     def spin() -> None:
-        # Both Python threads of this process run SCHED_FIFO where permitted: the periodic
-        # loop needs the interpreter lock to publish, and an executor thread of normal
-        # priority holding it while the kernel runs another process would stall the
-        # joint states past the driver's 100 ms (priority inversion through the lock).
-        set_realtime()
         with contextlib.suppress(ExternalShutdownException):
             executor.spin()
 

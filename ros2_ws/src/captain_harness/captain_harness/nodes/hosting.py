@@ -162,15 +162,6 @@ def run_nodes(builders: Sequence[Callable[[], Any]], args: list[str] | None = No
             with contextlib.suppress(ExternalShutdownException):
                 executor.spin()
 
-        if steppers:
-            # A robot's hardware side (its periodic loop is real-time scheduled): every
-            # Python thread of this process runs SCHED_FIFO where permitted (the executor
-            # threads inherit it from this one), since the loop needs the interpreter lock
-            # to publish, and a thread of normal priority holding the lock while the kernel
-            # runs another process would stall the joint states (priority inversion).
-            from captain_backends.core.realtime import set_realtime
-
-            set_realtime()
         spinners = [threading.Thread(target=spin, args=(e,), name="executor", daemon=True) for e in executors]
         for spinner in spinners:
             spinner.start()
