@@ -65,6 +65,7 @@ class Spy:
         self.node = rclpy.create_node("xr1_test_spy", namespace=namespace, context=self.context)
         self.records: dict[str, list[tuple[float, object]]] = {}
         self._parameter_clients: dict[str, object] = {}
+        self._subscriptions: dict[str, object] = {}
         self._lock = threading.Lock()
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
@@ -94,7 +95,13 @@ class Spy:
 
         if qos is None:  # the readings' QoS with a deep history: a busy test process must not drop samples it checks
             qos = QoSProfile(depth=1000, reliability=READING_QOS.reliability, history=READING_QOS.history)
-        self.node.create_subscription(msg_type, topic, callback, qos)
+        self._subscriptions[topic] = self.node.create_subscription(msg_type, topic, callback, qos)
+
+    def matched_publishers(self, topic: str) -> int:
+        """Publishers this spy's subscription of ``topic`` has matched (its own side of
+        discovery: a publisher that counts this subscription may not be matched here yet,
+        and what it sends until then is not received)."""
+        return self._subscriptions[topic].get_publisher_count()
 
     def messages(self, topic: str, after_s: float = -1.0) -> list[tuple[float, object]]:
         """(receipt time, message) pairs received after ``after_s``."""

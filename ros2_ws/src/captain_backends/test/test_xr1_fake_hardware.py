@@ -71,10 +71,12 @@ def driver(make_driver):
 
 
 def _wait_for_subscribers(spy: Spy, driver: XR1Driver, timeout_s: float = 10.0) -> None:
-    """The driver's command publisher has matched the fake hardware and the spy, and the
-    spy records joint states (its discovery of the fake hardware is its own)."""
+    """The driver's command publisher has matched the fake hardware and the spy, the spy
+    has matched the driver's publisher (each side discovers the other on its own), and
+    the spy records joint states."""
     deadline = time.monotonic() + timeout_s
-    while driver.command_subscriber_count() < 2 or not spy.messages("joint_states"):
+    while (driver.command_subscriber_count() < 2 or spy.matched_publishers(CMD) < 1
+           or not spy.messages("joint_states")):
         assert time.monotonic() < deadline, "command subscribers or the spy's joint_states not discovered"
         time.sleep(0.02)
 
@@ -274,7 +276,7 @@ def test_force_guard_holds_and_emergency_wrench_faults(driver: XR1Driver, spy: S
     # 30 N: above the guard (20 N), below the emergency limit (120 N) -> hold, no fault.
     spy.set_parameters("xr1_fake_hardware", {"injected_force_n": [0.0, 0.0, 30.0]})
     guard = ForceGuard(max_contact_force_n=20.0)
-    for _ in range(5):
+    for _ in range(50):  # the set is answered before the fake hardware's next wrench: allow its loop some periods
         driver.send_command(JointCommand(target))
         report = driver.advance(guard)
         if report.guard_tripped:
