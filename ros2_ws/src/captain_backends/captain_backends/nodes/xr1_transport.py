@@ -8,14 +8,7 @@ pushed from subscription callbacks into the driver's ``StateBuffer``, stamped wi
 time the middleware received them (``MessageInfo.received_timestamp``, taken by the DDS
 receive thread, which needs no interpreter lock), so a reading that waited in this
 process is judged by its true age. ``drain()`` stores every reading the middleware holds
-before the driver judges staleness.
-
-Commands are handed to the receive thread, which publishes them (in order, at once). The
-commanding thread has normal priority: publishing from it, it would hold the command
-writer's lock, which the middleware's receive thread also takes to process the
-controller's acknowledgements, on the same path as the joint states; preempted by
-another process while holding it, it stalled the readings behind it (priority inversion;
-joint states reached the driver up to 300 ms after they were sent on a loaded machine).
+before the driver judges staleness. Commands are published from the caller's thread.
 All topic names are relative to the node's namespace (``namespace`` in the
 configuration). The domain is ``ROS_DOMAIN_ID``.
 """
@@ -53,9 +46,6 @@ class RosXR1Transport:
         self._readings: list[tuple[Any, Any]] = []  # (subscription, callback) pairs drain() empties
         self._drain_guard = None
         self._drain_requests: list[threading.Event] = []
-        self._send_guard = None
-        self._arm_pub = self._gripper_pub = None
-        self._outbox: list[tuple[Any, Any]] = []  # (publisher, message), published by the receive thread
 
     def start(self, buffer: StateBuffer, timeout_s: float = 30.0) -> None:
         """Create the context, node, subscriptions and publishers in the receive thread
@@ -118,7 +108,6 @@ class RosXR1Transport:
                                                       xm.READING_QOS), self._on_wrench))
         self._readings = readings
         self._drain_guard = node.create_guard_condition(self._on_drain)
-        self._send_guard = node.create_guard_condition(self._send_outbox)
         for cam in cfg.cameras:
             node.create_subscription(Image, cam.image_topic, partial(self._on_image, cam.name, "rgb"), xm.IMAGE_QOS)
             node.create_subscription(Image, cam.depth_topic, partial(self._on_image, cam.name, "depth"),
@@ -185,33 +174,22 @@ class RosXR1Transport:
         self._buffer.push_camera_info(camera, msg.k, msg.width, msg.height)
 
     # ------------------------------------------------------------------ commands
-    def _send_outbox(self) -> None:
-        """Receive thread (or ``stop()`` once it has ended): publish the queued commands."""
-        with self._lock:
-            queued, self._outbox = self._outbox, []
-        for publisher, msg in queued:
-            publisher.publish(msg)
-
-    def _queue(self, publisher: Any, msg: Any) -> None:
-        with self._lock:
-            if self._node is None or publisher is None:
-                return
-            self._outbox.append((publisher, msg))
-            self._send_guard.trigger()
-
     def publish_arm(self, positions_rad: np.ndarray, time_from_start_s: float) -> None:
-        """Publish arm targets as Float64MultiArray or a one-point JointTrajectory (from
-        the receive thread, see the module docstring)."""
+        """Publish arm targets as Float64MultiArray or a one-point JointTrajectory."""
         cfg = self.config
         if cfg.command.interface == "forward_position":
             msg = xm.positions_msg(positions_rad)
         else:
             msg = xm.trajectory_msg(cfg.arm.joint_names, positions_rad, time_from_start_s)
-        self._queue(self._arm_pub, msg)
+        with self._lock:
+            if self._node is not None:
+                self._arm_pub.publish(msg)
 
     def publish_gripper(self, positions: np.ndarray) -> None:
-        """Publish gripper joint targets (Float64MultiArray), from the receive thread."""
-        self._queue(self._gripper_pub, xm.positions_msg(positions))
+        """Publish gripper joint targets (Float64MultiArray)."""
+        with self._lock:
+            if self._node is not None and self._gripper_pub is not None:
+                self._gripper_pub.publish(xm.positions_msg(positions))
 
     def command_subscriber_count(self) -> int:
         """Subscriptions matched by the arm command publisher."""
@@ -224,19 +202,16 @@ class RosXR1Transport:
         return f"namespace {ns!r}, ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}"
 
     def stop(self) -> None:
-        """Stop spinning, publish the commands still queued, destroy the node and shut the
-        private context down."""
+        """Stop spinning, destroy the node and shut the private context down."""
         with self._lock:
             node, executor, context, thread = self._node, self._executor, self._context, self._thread
             self._node = self._executor = self._context = self._thread = self._drain_guard = None
-            self._send_guard = None
             self._readings = []
         if executor is not None:
             executor.shutdown(timeout_sec=2.0)
         if thread is not None:
             thread.join(timeout=5.0)
         if node is not None:
-            self._send_outbox()  # commands queued last (a hold) still go out
             node.destroy_node()
         if context is not None:
             context.try_shutdown()
