@@ -25,6 +25,18 @@ from stack_support import ROOT, Client, Stack, isolated_domain
 pytestmark = [pytest.mark.ros, pytest.mark.e2e]
 
 
+def _stop(hardware: subprocess.Popen) -> None:
+    """SIGINT, then 30 s to exit; a process that does not is killed (never left running in
+    the domain, where a later test could reuse it) and the test fails."""
+    hardware.send_signal(signal.SIGINT)
+    try:
+        hardware.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        hardware.kill()
+        hardware.wait(timeout=10)
+        raise AssertionError("the fake hardware did not exit within 30 s of SIGINT (killed)") from None
+
+
 def test_without_a_robot_the_stack_is_not_ready_and_says_why() -> None:
     with isolated_domain():
         out = subprocess.run(
@@ -68,8 +80,7 @@ def test_xr1_real_drives_fake_hardware(tmp_path: Path) -> None:
                 code = stack.stop()
             assert code == 0, "\n".join(stack.lines[-30:])
         finally:
-            hardware.send_signal(signal.SIGINT)
-            hardware.wait(timeout=30)
+            _stop(hardware)
 
 
 def test_a_foreign_client_recovers_a_faulted_driver_over_ros() -> None:
@@ -160,5 +171,4 @@ def test_a_foreign_client_recovers_a_faulted_driver_over_ros() -> None:
             # recovered in place: the harness process was started once and never again
             assert sum(line.startswith("[captain bringup] started harness") for line in stack.lines) == 1
         finally:
-            hardware.send_signal(signal.SIGINT)
-            hardware.wait(timeout=30)
+            _stop(hardware)
