@@ -82,14 +82,14 @@ class Spy:
         """Start recording ``topic``."""
         from rclpy.qos import QoSProfile
 
-        from captain_backends.nodes.xr1_messages import READING_QOS
+        from captain_backends.nodes.xr1_messages import READING_QOS, stamp_age_s
 
         self.records[topic] = []
 
         def callback(msg, info, topic=topic) -> None:
             # the middleware's reception time (system clock) on time.monotonic, as the
             # driver stamps its readings: this process's scheduling does not shift it
-            received = time.monotonic() - max(0.0, (time.time_ns() - info["received_timestamp"]) * 1e-9)
+            received = time.monotonic() - (stamp_age_s(info["received_timestamp"]) or 0.0)
             with self._lock:
                 self.records[topic].append((received, msg))
 

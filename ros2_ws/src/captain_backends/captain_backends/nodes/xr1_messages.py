@@ -8,6 +8,7 @@ encodings of ``core.xr1.images``; camera_info carries the colour image's intrins
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -144,3 +145,13 @@ def trajectory_target(msg: JointTrajectory, names: Sequence[str]) -> np.ndarray 
     if any(n not in index or index[n] >= len(last) for n in names):
         return None
     return np.array([last[index[n]] for n in names], dtype=float)
+
+
+def stamp_age_s(stamp_ns: int) -> float | None:
+    """Age now (s, never negative) of a middleware time stamp (``MessageInfo``'s
+    ``received_timestamp`` / ``source_timestamp``: system clock, ns); None when the
+    middleware gave none (0). Subtract it from a monotonic clock's now to place the
+    stamp on that clock."""
+    if stamp_ns <= 0:
+        return None
+    return max(0.0, (time.time_ns() - stamp_ns) * 1e-9)

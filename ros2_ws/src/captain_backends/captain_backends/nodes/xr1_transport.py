@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 from functools import partial
 from typing import Any
 
@@ -130,9 +129,8 @@ class RosXR1Transport:
     # ----------------------------------------------------------------- callbacks
     def _buffer_time(self, stamp_ns: int) -> float | None:
         """A middleware time stamp (system clock, ns; 0: not provided) on the buffer's clock."""
-        if stamp_ns <= 0:
-            return None
-        return self._buffer.clock() - max(0.0, (time.time_ns() - stamp_ns) * 1e-9)
+        age_s = xm.stamp_age_s(stamp_ns)
+        return None if age_s is None else self._buffer.clock() - age_s
 
     def _on_joint_state(self, msg, info) -> None:
         self._buffer.push_joint_state(msg.name, msg.position, msg.velocity,
