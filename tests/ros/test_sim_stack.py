@@ -70,11 +70,13 @@ def test_move_to_sends_feedback_and_a_full_result(stack) -> None:
     action, MoveTo = _action(client, "move_to")
     stream = client.feedback_tap(MoveTo, "move_to")  # the whole stream, see feedback_tap
     seen_by_client: list = []
+    t0 = time.monotonic()
     handle = client.wait(action.send_goal_async(
-        MoveTo.Goal(position_m=target.tolist(), quaternion_wxyz=TOP_DOWN, speed_m_s=0.1),
+        MoveTo.Goal(position_m=target.tolist(), quaternion_wxyz=TOP_DOWN, speed_m_s=0.02),
         feedback_callback=lambda m: seen_by_client.append(m.feedback)))
     assert handle.accepted
     res = client.wait(handle.get_result_async())
+    wall_s = time.monotonic() - t0
     assert len(seen_by_client) >= 1  # the action client gets the stream while the goal runs
     feedback = stream(handle, until=lambda f: f.progress == pytest.approx(1.0, abs=0.05))
     assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.result.message
@@ -85,7 +87,9 @@ def test_move_to_sends_feedback_and_a_full_result(stack) -> None:
     assert res.result.executed_distance_m == pytest.approx(result["value"]["executed_distance_m"])
     assert res.result.executed_distance_m > 0.07
     assert res.result.result.receipt.startswith("move_to: ok; stopped_reason=target_reached executed_distance_m=")
-    assert len(feedback) >= 3
+    # one per 50 ms of simulated time, at most feedback_rate_hz (20) per wall second, and
+    # always the first and the last (the unpaced simulation runs faster than real time)
+    assert 3 <= len(feedback) <= 2 + 20.0 * wall_s + 1, (len(feedback), wall_s)
     progress = [f.progress for f in feedback]
     assert progress == sorted(progress) and progress[-1] == pytest.approx(1.0, abs=0.05)
     last = feedback[-1].tcp_pose.position
@@ -171,11 +175,15 @@ def test_hold_recover_release_actions(stack) -> None:
     assert res.status == GoalStatus.STATUS_SUCCEEDED
     hold, Hold = _action(client, "hold")
     stream = client.feedback_tap(Hold, "hold")  # the whole stream, see feedback_tap
-    handle = client.wait(hold.send_goal_async(Hold.Goal(duration_s=0.2)))
+    t0 = time.monotonic()
+    handle = client.wait(hold.send_goal_async(Hold.Goal(duration_s=4.0)))
     res = client.wait(handle.get_result_async())
+    wall_s = time.monotonic() - t0
     assert res.status == GoalStatus.STATUS_SUCCEEDED and res.result.result.receipt.startswith("hold: ok")
     progress = [f.progress for f in stream(handle, until=lambda f: f.progress == pytest.approx(1.0))]
-    assert len(progress) >= 3 and progress == sorted(progress) and progress[-1] == pytest.approx(1.0)
+    # the first, the last, and one per 50 ms of simulated time, at most 20 per wall second
+    assert 3 <= len(progress) <= 2 + 20.0 * wall_s + 1, (len(progress), wall_s)
+    assert progress == sorted(progress) and progress[-1] == pytest.approx(1.0)
     recover, Recover = _action(client, "recover")
     res = client.wait(client.wait(recover.send_goal_async(Recover.Goal(max_distance_m=0.02))).get_result_async())
     assert res.status == GoalStatus.STATUS_SUCCEEDED, res.result.result.message

@@ -187,6 +187,76 @@ def test_locked_driver_paces_simulated_time() -> None:
         thread.close()
 
 
+def test_latest_state_never_waits_for_a_thread_that_holds_the_driver() -> None:
+    """Publishers read with ``latest_state``: while another thread (a motion) holds the
+    driver they get the last reading anyone took, at once; when the driver is free, a
+    fresh one; after a reset, nothing until the next reading (never one from before)."""
+    inner = _construct("mock", {}, {"image_size_px": 32})
+    thread = DriverThread()
+    driver = LockedDriver(inner, thread)
+    try:
+        driver.configure()
+        driver.reset()
+        driver.activate()
+        q = np.asarray(driver.read_state().joint_positions_rad, float)
+        driver.send_command(JointCommand(joint_positions_rad=q))
+        driver.advance()
+        taken = driver.read_state()
+        holding, release = threading.Event(), threading.Event()
+
+        def motion() -> None:  # holds the driver and steps it, as a control loop would
+            with driver.lock:
+                driver.advance()
+                holding.set()
+                release.wait(1.0)  # a reader that waited for the lock would wait this long
+
+        worker = threading.Thread(target=motion)
+        worker.start()
+        try:
+            assert holding.wait(5.0)
+            t0 = time.monotonic()
+            seen = driver.latest_state()
+            assert time.monotonic() - t0 < 0.05  # did not wait for the lock
+            assert seen is taken  # the last reading, older than the driver's current time
+            assert inner.read_state().time_s > seen.time_s
+        finally:
+            release.set()
+            worker.join(5.0)
+        fresh = driver.latest_state()  # the driver is free: read now
+        assert fresh is not taken and fresh.time_s > taken.time_s
+        driver.reset()
+        with driver.lock:  # held elsewhere right after a reset: no reading from before it
+            result: list = []
+            reader = threading.Thread(target=lambda: result.append(driver.latest_state()))
+            reader.start()
+            reader.join(5.0)
+        assert result == [None]
+    finally:
+        driver.shutdown()
+        thread.close()
+
+
+def test_locked_driver_keeps_the_description_until_a_reset_or_transition() -> None:
+    inner = _construct("mock", {}, {"image_size_px": 32})
+    reads: list[int] = []
+    original = inner.description
+    inner.description = lambda: reads.append(1) or original()  # count reads of the real driver
+    thread = DriverThread()
+    driver = LockedDriver(inner, thread)
+    try:
+        driver.configure()
+        first = driver.description()
+        assert driver.description() is first and len(reads) == 1  # kept
+        driver.reset()
+        assert driver.description().name == first.name and len(reads) == 2  # read again after a reset
+        driver.activate()
+        driver.description()
+        assert len(reads) == 3  # and after a lifecycle transition
+    finally:
+        driver.shutdown()
+        thread.close()
+
+
 @pytest.mark.sim
 def test_the_self_filter_is_built_before_the_driver_is_activated() -> None:
     """Loading the robot's meshes holds the interpreter; a host builds them before it

@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from functools import partial
 from typing import Any
 
@@ -336,7 +337,7 @@ class HarnessNode(LifecycleNode):
             motion = self.host.motion
             kwargs = goal_kwargs(name, goal_handle.request)
             self.timing.begin()
-            send = partial(self._feedback, action, goal_handle, [None])
+            send = partial(self._feedback, action, goal_handle, [None, None])
             motion.set_feedback(send)
             send(0.0, None)
             try:
@@ -367,23 +368,35 @@ class HarnessNode(LifecycleNode):
             goal_handle.abort()
         return result
 
-    def _feedback(self, action: Any, goal_handle: Any, last_s: list, progress: float, state: Any) -> None:
-        """One feedback message per ``state_sample_period_s`` of driver time at most, and
-        the last one (``last_s[0]``: the driver time of the previous message). A guarded
-        motion carrying a load checks its state every control period, and one message per
-        check was five times the stream of any other motion for its receivers."""
+    def _feedback(self, action: Any, goal_handle: Any, last: list, progress: float, state: Any) -> None:
+        """One feedback message per ``state_sample_period_s`` of driver time and per
+        ``1 / feedback_rate_hz`` of wall time at most, and always the first and the last
+        (``last``: [driver time s, wall time s] of the previous message).
+
+        A guarded motion carrying a load checks its state every control period, and one
+        message per check was five times the stream of any other motion for its
+        receivers. The wall-clock cap matters for simulations that run faster than real
+        time: every action client in the graph receives every goal's feedback (one topic
+        per action), so at one message per 50 ms of simulated time an unpaced simulation
+        sent ~150 per second, and the other nodes' handling of them slowed the simulation
+        sharing their CPU by ~15 % (``captain bench ros``). A real arm (driver time =
+        wall time) gets the same stream either way."""
         driver = self.host.driver
+        now_s = time.monotonic()
         if state is None:
             if driver is None or driver.lifecycle_state is not DriverState.ACTIVE:
                 return
             state = driver.read_state()
-        elif progress < 1.0 and last_s[0] is not None:
+        elif progress < 1.0 and last[0] is not None:
             config = getattr(self.host.motion, "config", None)
             period = (float(getattr(config, "state_sample_period_s", 0.0))
                       - 0.5 * float(getattr(driver, "control_period_s", 0.0)))
-            if 0.0 <= float(state.time_s) - last_s[0] < period:
+            if 0.0 <= float(state.time_s) - last[0] < period:
                 return
-        last_s[0] = float(state.time_s)
+            rate_hz = float(self.params["feedback_rate_hz"])
+            if rate_hz > 0.0 and now_s - last[1] < 1.0 / rate_hz:
+                return
+        last[0], last[1] = float(state.time_s), now_s
         fb = action.Feedback(progress=float(progress))
         if hasattr(fb, "force_n"):
             fb.force_n = float(state.contact_force_n)

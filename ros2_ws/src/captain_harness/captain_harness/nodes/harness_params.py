@@ -62,6 +62,11 @@ BASE: tuple[ParamSpec, ...] = (
               "to Best Effort) or reliable (RViz's default)", choices=("sensor_data", "reliable")),
     ParamSpec("depth_encoding", str, "32FC1", "depth image encoding: 32FC1 (m) or 16UC1 (mm)",
               choices=("32FC1", "16UC1")),
+    ParamSpec("feedback_rate_hz", float, 20.0,
+              "most feedback messages of a motion goal per second of wall time (besides one per "
+              "motion.state_sample_period_s of driver time; the first and the last always go out): a "
+              "simulation running faster than real time would otherwise flood every action client; 0: no cap",
+              unit="Hz", min_value=0.0, max_value=1000.0),
     ParamSpec("diagnostics_rate_hz", float, 1.0, "rate of diagnostic_msgs/DiagnosticArray on diagnostics",
               unit="Hz", min_value=0.1, max_value=50.0),
 )

@@ -35,6 +35,7 @@ from std_msgs.msg import String
 from tf2_msgs.msg import TFMessage
 
 from captain_backends.core.driver import WRIST_CAMERA, LifecycleState
+from captain_harness.core.geometry import matrix_to_quat
 
 LATCHED_QOS = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -52,9 +53,7 @@ def time_msg(t_s: float) -> Time:
 
 
 def tf_msg(transforms: list[tuple[str, str, np.ndarray]], stamp: Time, prefix: str = "") -> TFMessage:
-    """A TFMessage of ``(parent, child, T_parent_child)`` triples."""
-    from scipy.spatial.transform import Rotation
-
+    """A TFMessage of ``(parent, child, T_parent_child)`` triples (4x4 poses, metres)."""
     out = []
     for parent, child, T in transforms:
         msg = TransformStamped()
@@ -63,7 +62,7 @@ def tf_msg(transforms: list[tuple[str, str, np.ndarray]], stamp: Time, prefix: s
         msg.child_frame_id = prefix + child
         t, r = msg.transform.translation, msg.transform.rotation
         t.x, t.y, t.z = (float(v) for v in T[:3, 3])
-        r.x, r.y, r.z, r.w = (float(v) for v in Rotation.from_matrix(T[:3, :3]).as_quat())
+        r.w, r.x, r.y, r.z = (float(v) for v in matrix_to_quat(T[:3, :3]))
         out.append(msg)
     return TFMessage(transforms=out)
 
@@ -108,8 +107,10 @@ class RobotStatePublisher:
         if driver is None or driver.lifecycle_state not in (LifecycleState.INACTIVE, LifecycleState.ACTIVE):
             return None, None
         try:
-            state = driver.read_state()
+            state = driver.latest_state()  # never waits for a motion (``LockedDriver``)
         except Exception:  # a driver swap or fault: the next tick retries
+            return None, None
+        if state is None:
             return None, None
         with self.lock:
             if driver is not self._driver:

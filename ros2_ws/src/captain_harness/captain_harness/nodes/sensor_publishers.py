@@ -69,7 +69,7 @@ class SensorPublishers:
         if driver is None or driver.lifecycle_state not in (DriverState.INACTIVE, DriverState.ACTIVE):
             return None, None
         try:
-            return driver, driver.read_state()
+            return driver, driver.latest_state()  # never waits for a motion (``LockedDriver``)
         except Exception:  # a driver swap or fault; the next tick retries
             return driver, None
 
