@@ -9,9 +9,10 @@ which never waits for the lock: while a motion holds it, they get the reading th
 loop itself took last, as ros2_control's joint_state_broadcaster publishes the state
 interfaces that the controller manager's ``read()`` filled instead of reading the
 hardware itself. A publisher that waited for the lock instead was woken at every release
-of it by the motion loop (three per control cycle) and lost it again each time: on the
-2-core reference machine that cost the harness ~15 % of a core in futile wake-ups and
-made every motion ~25 % slower.
+of it by the motion loop (three per control cycle) and lost it again each time, and the
+motion waited for it in turn: on the 2-core reference machine the publishing thread used
+1.4 s of CPU in 10 s of motion (0.6 s without waiting) and a move of a 30-move sequence
+over ROS took 327 ms (301 ms without waiting; 195 ms in process).
 """
 
 from __future__ import annotations
