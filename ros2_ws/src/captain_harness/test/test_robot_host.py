@@ -7,10 +7,13 @@ Real drivers from the registry (``mock``, ``tabletop``); nothing of rclpy is imp
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -163,16 +166,26 @@ def test_driver_thread_runs_calls_on_one_thread_then_inline() -> None:
     assert thread.run(lambda: threading.get_ident()) == threading.get_ident()
 
 
-def test_locked_driver_paces_simulated_time() -> None:
+@contextlib.contextmanager
+def _holding_mock(sim_speed: float = 0.0) -> Iterator[tuple[Any, LockedDriver]]:
+    """(inner, locked) mock driver, configured, reset, active and commanded to hold where it is."""
     inner = _construct("mock", {}, {"image_size_px": 32})
     thread = DriverThread()
-    driver = LockedDriver(inner, thread, sim_speed=2.0)
+    driver = LockedDriver(inner, thread, sim_speed=sim_speed)
     try:
         driver.configure()
         driver.reset()
         driver.activate()
         q = np.asarray(driver.read_state().joint_positions_rad, float)
         driver.send_command(JointCommand(joint_positions_rad=q))
+        yield inner, driver
+    finally:
+        driver.shutdown()
+        thread.close()
+
+
+def test_locked_driver_paces_simulated_time() -> None:
+    with _holding_mock(sim_speed=2.0) as (_, driver):
         simulated = 0.0
         t0 = time.monotonic()
         while simulated < 0.4:
@@ -182,24 +195,13 @@ def test_locked_driver_paces_simulated_time() -> None:
         assert wall >= (simulated - driver.control_period_s) / 2.0 - 0.01, (wall, simulated)
         assert driver.lifecycle_state is LifecycleState.ACTIVE
         assert driver.description().name  # forwarded under the lock
-    finally:
-        driver.shutdown()
-        thread.close()
 
 
 def test_latest_state_never_waits_for_a_thread_that_holds_the_driver() -> None:
     """Publishers read with ``latest_state``: while another thread (a motion) holds the
     driver they get the last reading anyone took, at once; when the driver is free, a
     fresh one; after a reset, nothing until the next reading (never one from before)."""
-    inner = _construct("mock", {}, {"image_size_px": 32})
-    thread = DriverThread()
-    driver = LockedDriver(inner, thread)
-    try:
-        driver.configure()
-        driver.reset()
-        driver.activate()
-        q = np.asarray(driver.read_state().joint_positions_rad, float)
-        driver.send_command(JointCommand(joint_positions_rad=q))
+    with _holding_mock() as (inner, driver):
         driver.advance()
         taken = driver.read_state()
         holding, release = threading.Event(), threading.Event()
@@ -231,9 +233,6 @@ def test_latest_state_never_waits_for_a_thread_that_holds_the_driver() -> None:
             reader.start()
             reader.join(5.0)
         assert result == [None]
-    finally:
-        driver.shutdown()
-        thread.close()
 
 
 def test_locked_driver_keeps_the_description_until_a_reset_or_transition() -> None:
