@@ -6,7 +6,6 @@ faults, a force guard holds, cameras arrive as CameraFrames."""
 from __future__ import annotations
 
 import re
-import threading
 import time
 
 import numpy as np
@@ -366,46 +365,3 @@ def test_activate_needs_an_active_controller(fake) -> None:
         assert driver.read_state().fault == ""  # readable while inactive
     finally:
         driver.shutdown()
-
-
-def _threads() -> dict[int, tuple[str, int]]:
-    """This process's threads: tid -> (name, scheduling policy)."""
-    import os
-
-    out = {}
-    for tid in (int(t) for t in os.listdir("/proc/self/task")):
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                out[tid] = (f.read().strip(), os.sched_getscheduler(tid))
-        except (FileNotFoundError, ProcessLookupError):
-            pass  # ended meanwhile
-    return out
-
-
-def test_only_the_receive_thread_is_real_time_not_the_middlewares(fake, spy) -> None:
-    """The driver's receive thread raises itself to SCHED_FIFO after creating its ROS
-    context: Fast DDS's threads (discovery, events, one receiver per port), created with
-    the context, keep normal scheduling (inherited SCHED_FIFO does not time-slice threads of
-    equal priority; see ``core.realtime``)."""
-    import os
-
-    from captain_backends.core.realtime import set_realtime
-
-    probe = []
-    t = threading.Thread(target=lambda: probe.append(set_realtime()))
-    t.start()
-    t.join()
-    if probe[0]:
-        pytest.skip(f"this machine refuses SCHED_FIFO: {probe[0]}")
-    before = set(_threads())
-    d = XR1Driver()
-    try:
-        d.configure()
-        new = {tid: v for tid, v in _threads().items() if tid not in before}
-        dds = {tid: v for tid, v in new.items() if v[0].startswith("dds.")}
-        realtime = [v for v in new.values() if v[1] == os.SCHED_FIFO]
-        assert len(dds) >= 3, new  # the participant's own threads were created here
-        assert all(policy == os.SCHED_OTHER for _, policy in dds.values()), dds
-        assert len(realtime) == 1 and not realtime[0][0].startswith("dds."), new  # the receive thread alone
-    finally:
-        d.shutdown()
