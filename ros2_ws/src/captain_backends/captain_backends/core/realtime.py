@@ -8,14 +8,8 @@ for a core. The threads that do so (the driver's receive thread, the hardware si
 periodic loop in the twin and the fake hardware) ask for ``SCHED_FIFO`` at
 ``READINGS_PRIORITY``. They sleep or block most of the time, and the kernel's real-time
 throttling (``/proc/sys/kernel/sched_rt_runtime_us``) bounds what they can take.
-Threads they create afterwards inherit the policy, so a thread that owns a ROS context
-raises its priority only after creating it: Fast DDS's dozen threads (discovery, events,
-one receiver per port) then keep normal, time-sliced scheduling. When they inherited
-``SCHED_FIFO``, which does not time-slice threads of equal priority, joint states reached
-the XR1 driver 100-300 ms late in bursts while other processes got them on time (the XR1
-stack tests' ``stale joint state`` failures, 1 run in 6-10); the suspected cause is the
-shared-memory receiver waiting behind the participant's other real-time threads. With
-the middleware's threads at normal priority those tests passed 20 runs of 20.
+Threads they create afterwards (Fast DDS's receive threads, when the context is created
+in such a thread) inherit the policy.
 """
 
 from __future__ import annotations

@@ -47,9 +47,9 @@ class RosXR1Transport:
         self._drain_requests: list[threading.Event] = []
 
     def start(self, buffer: StateBuffer, timeout_s: float = 30.0) -> None:
-        """Create the context, node, subscriptions and publishers in the receive thread,
-        then make that thread real-time where permitted (``core.realtime``; Fast DDS's own
-        threads, created with the context, keep normal scheduling) and spin there."""
+        """Create the context, node, subscriptions and publishers in the receive thread
+        (real-time scheduled where permitted, ``core.realtime``; Fast DDS's own threads,
+        created with the context, inherit that) and spin there."""
         self._buffer = buffer
         ready = threading.Event()
         failure: list[BaseException] = []
@@ -68,6 +68,7 @@ class RosXR1Transport:
 
         from captain_backends.core.realtime import set_realtime
 
+        realtime = set_realtime()
         try:
             self._create()
         except BaseException as exc:
@@ -77,9 +78,6 @@ class RosXR1Transport:
                 self._context = None
             ready.set()
             return
-        # real-time from here on: this thread only (the middleware's threads, created with
-        # the context above, keep normal scheduling)
-        realtime = set_realtime()
         if realtime:
             self._node.get_logger().warning(f"readings are received without real-time priority: {realtime}")
         ready.set()
