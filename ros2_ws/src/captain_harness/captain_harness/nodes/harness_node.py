@@ -380,8 +380,8 @@ class HarnessNode(LifecycleNode):
         per action), so at one message per 50 ms of simulated time an unpaced simulation
         sent ~150 per second, and their handling slowed the simulation sharing the CPU by
         ~10 % (a move of a 30-move sequence: 297 ms, 270 ms with the cap, 252 ms with no
-        feedback at all). A real arm (driver time =
-        wall time) gets the same stream either way."""
+        feedback at all). A real arm (driver time = wall time) gets the same stream
+        either way."""
         driver = self.host.driver
         now_s = time.monotonic()
         if state is None:

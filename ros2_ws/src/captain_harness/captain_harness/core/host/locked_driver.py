@@ -105,15 +105,14 @@ class LockedDriver(RobotDriver):
     def _changing(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """A lifecycle transition or reset on the driver thread: the kept reading and
         description are dropped before it starts and after it ends."""
-        def locked() -> Any:
-            with self.lock:
+        def forgetting() -> Any:
+            self._latest, self._description = None, None
+            try:
+                return fn(*args, **kwargs)
+            finally:
                 self._latest, self._description = None, None
-                try:
-                    return fn(*args, **kwargs)
-                finally:
-                    self._latest, self._description = None, None
 
-        return self.thread.run(locked)
+        return self._on_thread(forgetting)
 
     def configure(self) -> None:
         self._changing(self.inner.configure)
