@@ -131,3 +131,76 @@ def test_segmenter_returns_the_bowl_on_the_stove(goal_scene, tmp_path):
     region = perception.store.detection(best).mask.full()
     mask = truth.object_mask(seg, BOWL)
     assert (region & mask).sum() / (region | mask).sum() > 0.8
+
+
+def _look_down_with_the_wrist(driver, target_base: np.ndarray, height_m: float = 0.36) -> None:
+    """Put the arm (simulator write, test only) where the wrist camera looks straight down at
+    ``target_base`` (base frame, metres) from ``height_m``, as a policy's final check does."""
+    from captain_harness.core.kinematics import Kinematics
+    from captain_perception.robot_mask_score import set_pose
+
+    kin = Kinematics(driver.description())
+    T = np.eye(4)
+    T[:3, :3] = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])  # jaw along y, pointing down
+    T[:3, 3] = [target_base[0], target_base[1], height_m]
+    s = driver.scene
+    ik = kin.solve_ik(T, np.asarray(s.data.qpos[s.arm_qpos], float), restarts=8)
+    assert ik.success, ik.reason
+    set_pose(driver, ik.q, 0.04)
+
+
+@pytest.mark.parametrize("box_name", ["butter_1", "cream_cheese_1"])
+def test_box_in_the_basket_seen_from_above_is_its_own_region(object_scene, tmp_path, box_name):
+    """From the wrist camera above the basket only the box's top shows; the basket's woven
+    floor is no single flat face, so the box is cut away as the top of a body lying in it
+    (before: one region of both, and ``measure_object_geometry`` refused the pair)."""
+    from captain_backends.core.driver import WRIST_CAMERA
+    from captain_perception import arrange
+
+    driver, truth = object_scene
+    driver.reset(init_state=11)
+    arrange.put_on(driver, box_name, BASKET)
+    assert arrange.touching(driver, box_name, BASKET)
+    _look_down_with_the_wrist(driver, truth.object_truth(BASKET).center_m)
+    perception = Perception(driver, tmp_path)
+    api = RobotAPI()
+    api.register_object(perception)
+    handle = api.call("observe").result["value"]["observation_handle"]
+    seg = truth.segmentation(WRIST_CAMERA)
+    box, basket = truth.object_mask(seg, box_name), truth.object_mask(seg, BASKET)
+    assert box.sum() > 300 and basket.sum() > 5000
+    ids, regions = {}, {}
+    for name, mask, where in ((box_name, box, None), (BASKET, basket, _away_from(basket, box))):
+        x, y = _centre_pixel(mask if where is None else where)
+        out = api.call("mark_point", (handle, WRIST_CAMERA, (x + 0.5) / 512, (y + 0.5) / 512),
+                       {"label": name, "granularity": "object"}).result
+        assert out["success"], out["message"]
+        ids[name] = out["value"]["detection_id"]
+        regions[name] = perception.store.detection(ids[name]).mask.full()
+    box_iou = (regions[box_name] & box).sum() / (regions[box_name] | box).sum()
+    basket_iou = (regions[BASKET] & basket).sum() / (regions[BASKET] | basket).sum()
+    assert box_iou > 0.6, f"box IoU {box_iou:.3f}"
+    assert basket_iou > 0.8, f"basket IoU {basket_iou:.3f}: the basket must stay whole around the box"
+    out = api.call("measure_object_geometry", (ids[box_name], ids[BASKET])).result
+    assert out["success"], out["message"]
+    v = out["value"]
+    assert v["object_over_destination"]
+    got = np.array(v["object"]["center_xy_m"])
+    assert np.linalg.norm(got - truth.object_truth(box_name).center_m[:2]) < 0.015
+
+
+def test_bottle_standing_on_the_cabinet_is_its_own_region(goal_scene, tmp_path):
+    """A bottle on the cabinet's top joins the cabinet's front in the head image (no depth
+    break where it stands near the edge): it is cut away as a body rising from the top of a
+    tall support."""
+    _driver, truth = goal_scene
+    api, perception, handle, seg = _observe(goal_scene, tmp_path, "wine_bottle_1", "wooden_cabinet_1")
+    bottle, cabinet = truth.object_mask(seg, "wine_bottle_1"), truth.object_mask(seg, "wooden_cabinet_1")
+    assert bottle.sum() > 300 and cabinet.sum() > 5000
+    b, _, b_iou = _click(api, perception, handle, bottle, "wine bottle")
+    c, _, c_iou = _click(api, perception, handle, cabinet, "cabinet", _away_from(cabinet, bottle))
+    assert b_iou > 0.8, f"bottle IoU {b_iou:.3f}"
+    assert c_iou > 0.8, f"cabinet IoU {c_iou:.3f}"
+    out = api.call("measure_object_geometry", (b, c)).result
+    assert out["success"], out["message"]
+    assert out["value"]["resting_height_consistent"]

@@ -79,6 +79,12 @@ class RegionParams:
             in which the container's points lie.
         contained_gap_m: the container's rim lies at least this far outside the body's
             top, metres.
+        raised_face_min_height_m: a body joined to its support's sides in the image is
+            looked for only on a face this far above the table (the top of a cabinet or a
+            microwave), metres.
+        compact_top_solidity: a flat face too small to be a support is tried as the top of
+            a body lying in the rest only when its largest patch fills at least this share
+            of its convex hull (image pixels): a box's top does, a rim or a ring does not.
         relief_margin_m: a body's points low over the face lie within this of its higher
             points' footprint; farther ones are the support's relief (a burner), metres.
         lobe_support_tolerance_m: lobes are split apart only when each reaches this close
@@ -112,6 +118,8 @@ class RegionParams:
     supported_face_share: float = 0.1
     contained_coverage: float = 0.75
     contained_gap_m: float = 0.015
+    compact_top_solidity: float = 0.85
+    raised_face_min_height_m: float = 0.05
     relief_margin_m: float = 0.005
 
 
@@ -151,12 +159,14 @@ def search_window(cloud: FrameCloud, x: int, y: int, size_m: float) -> tuple[int
 
 def surface_pieces(cloud: FrameCloud, window: tuple[int, int, int, int] | None = None,
                    params: RegionParams | None = None, use_colour: bool = True
-                   ) -> tuple[np.ndarray, np.ndarray, float | None]:
+                   ) -> tuple[np.ndarray, np.ndarray, float | None, frozenset[int]]:
     """Cut a window of the frame into surface pieces (see the module docstring).
 
     Returns:
-        ``(labels, support, support_height_m)``: int32 labels of the window (0 = cut,
-        support or invalid), the window's support-plane mask, and the support height.
+        ``(labels, support, support_height_m, holders)``: int32 labels of the window
+        (0 = cut, support or invalid), the window's support-plane mask, the support
+        height, and the labels of pieces that something resting on or lying in them was
+        cut away from (``region_split.split_supported``).
     """
     p = params or RegionParams()
     y0, y1, x0, x1 = window or (0, cloud.height, 0, cloud.width)
@@ -214,13 +224,12 @@ def surface_pieces(cloud: FrameCloud, window: tuple[int, int, int, int] | None =
     _, big = cv2.connectedComponents(grid, connectivity=4, ltype=cv2.CV_32S)
     labels = big[::2, ::2].astype(np.int32)
     labels[~node_ok] = 0
-    if p.split_supported:
-        split_supported(labels, P, N, p)
-    return labels, support, table
+    holders = frozenset(split_supported(labels, P, N, p, table)) if p.split_supported else frozenset()
+    return labels, support, table, holders
 
 
 def frame_pieces(cloud: FrameCloud, params: RegionParams | None = None
-                 ) -> tuple[np.ndarray, np.ndarray, float | None]:
+                 ) -> tuple[np.ndarray, np.ndarray, float | None, frozenset[int]]:
     """``surface_pieces`` of the whole frame, computed once per cloud and parameters."""
     p = params or RegionParams()
     key = ("pieces", p)
@@ -243,17 +252,17 @@ def grow_region(cloud: FrameCloud, x: float, y: float, params: RegionParams | No
     cloud.cache["region_queries"] = queries
     if key in cloud.cache or queries > 1:
         window = full
-        labels, support, table = frame_pieces(cloud, p)
+        labels, support, table, holders = frame_pieces(cloud, p)
     else:
         # a single query: cut only a window around the seed; redo on the full frame if
         # the object reaches the window's border
         window = search_window(cloud, ix, iy, p.window_size_m)
-        labels, support, table = surface_pieces(cloud, window, p)
+        labels, support, table, holders = surface_pieces(cloud, window, p)
     for attempt in range(2):
         if attempt == 1:
             # the seed piece is tiny (texture cut it off): grow without colour cuts nearby
             window = search_window(cloud, ix, iy, p.max_object_size_m)
-            labels, support, table = surface_pieces(cloud, window, p, use_colour=False)
+            labels, support, table, holders = surface_pieces(cloud, window, p, use_colour=False)
         y0, y1, x0, x1 = window
         sx, sy = ix - x0, iy - y0
         if support[sy, sx]:
@@ -267,7 +276,8 @@ def grow_region(cloud: FrameCloud, x: float, y: float, params: RegionParams | No
             on_support = False
             if piece.sum() < p.min_region_px and attempt == 0:
                 continue
-            if p.split_lobes:
+            if p.split_lobes and lab_id not in holders and not _encloses_a_piece(piece, labels, p):
+                # (a support or container holding a body is one object, not lobes)
                 piece = split_lobes(cloud, piece, window, sx, sy, p)
         mask = np.zeros((cloud.height, cloud.width), bool)
         mask[y0:y1, x0:x1] = piece
@@ -298,6 +308,25 @@ def _seed_label(labels: np.ndarray, sx: int, sy: int, radius: int = 4) -> int | 
             ids, counts = np.unique(vals, return_counts=True)
             return int(ids[np.argmax(counts)])
     return None
+
+
+def _encloses_a_piece(piece: np.ndarray, labels: np.ndarray, p: RegionParams) -> bool:
+    """Whether ``piece`` surrounds another whole piece of ``labels`` in the image (a basket
+    around the box lying in it, seen from above): at least ``min_region_px`` pixels of it,
+    nine tenths of them inside the piece's holes."""
+    ys, xs = np.nonzero(piece)
+    if len(ys) == 0:
+        return False
+    y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+    crop = piece[y0:y1, x0:x1]
+    hole = ndimage.binary_fill_holes(crop) & ~crop
+    inside = labels[y0:y1, x0:x1][hole]
+    inside = inside[inside > 0]
+    if inside.size < p.min_region_px:
+        return False
+    ids, counts = np.unique(inside, return_counts=True)
+    sizes = ndimage.sum_labels(np.ones_like(labels), labels, ids)
+    return bool(np.any((counts >= p.min_region_px) & (counts >= 0.9 * sizes)))
 
 
 def _hole_share(mask: np.ndarray) -> float:

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from captain_perception.core.region import RegionParams
 
 
-def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: RegionParams) -> None:
+def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: RegionParams,
+                    table_height_m: float | None = None) -> set[int]:
     """Cut objects resting on a piece's own flat top away from it, in place (new labels).
 
     A piece that holds a large horizontal face (a plate's floor, a basket's liner, the
@@ -42,8 +43,16 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
         labels: (h, w) int32 piece labels (0 = none), relabelled in place.
         P: (3, h, w) base-frame points, metres.
         N: (3, h, w) unit normals (base frame).
+        table_height_m: the support plane's height (base frame z, metres), if known: a
+            body joined to a tall support's sides is looked for only on faces standing
+            ``raised_face_min_height_m`` above it (``_raised_bodies``).
+
+    Returns:
+        The labels of the pieces something was cut away from (supports and containers:
+        ``region.grow_region`` does not split those into lobes).
     """
     p = params
+    holders: set[int] = set()
     next_label = int(labels.max()) + 1
     min_px = 4 * p.min_region_px
     up = np.nan_to_num(N[2], nan=0.0) > p.supported_up_cos
@@ -76,19 +85,32 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
             tried.append(z_face)
             face = flat & (np.abs(z - z_face) < p.supported_band_m)
             if int(face.sum()) < max(min_px, p.supported_face_share * n):
+                # too small for a support, but it may be the top of a body lying in the
+                # rest (a box in a basket seen from above: its top is all the camera sees
+                # of it, the basket's woven floor is no single flat face)
+                top_body = _small_top_inside(piece, face, z_face, xs, ys, z, p, min_px)
+                if top_body is not None:
+                    labels[sl][top_body] = next_label
+                    next_label += 1
+                    holders.add(idx)
+                    break
                 continue
-            bodies = _bodies_on_face(piece, face, z_face, xs, ys, z, p, min_px)
+            tall = table_height_m is not None and z_face > table_height_m + p.raised_face_min_height_m
+            bodies = _bodies_on_face(piece, face, z_face, xs, ys, z, p, min_px, tall)
             for body in bodies:
                 labels[sl][body] = next_label
                 next_label += 1
             if bodies:
+                holders.add(idx)
                 break
+    return holders
 
 
 def _bodies_on_face(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.ndarray, ys: np.ndarray,
-                    z: np.ndarray, p: RegionParams, min_px: int) -> list[np.ndarray]:
+                    z: np.ndarray, p: RegionParams, min_px: int, tall: bool = False) -> list[np.ndarray]:
     """The bodies to cut away from ``piece`` given its flat ``face`` at height ``z_face``
-    (see ``split_supported``); empty when there are none."""
+    (see ``split_supported``); empty when there are none. ``tall``: the face is the top of
+    a tall support (``_raised_bodies`` is tried too)."""
     rest = piece & ~face
     n_parts, parts = cv2.connectedComponents(rest.astype(np.uint8), connectivity=8)
     if n_parts < 2:  # nothing but the face
@@ -121,7 +143,86 @@ def _bodies_on_face(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.n
         top_body = _top_inside(face, face_xy, face_area, z_face, rest, xs, ys, z, p)
         if top_body is not None:  # the face is the top of a body lying inside the rest (a box in a bowl)
             out.append(top_body)
+    if not out and tall:
+        out = _raised_bodies(piece, rest, face_hull, z_face, xs, ys, z, p, min_px)
     return out
+
+
+def _raised_bodies(piece: np.ndarray, rest: np.ndarray, face_hull: np.ndarray, z_face: float, xs: np.ndarray,
+                   ys: np.ndarray, z: np.ndarray, p: RegionParams, min_px: int) -> list[np.ndarray]:
+    """Bodies standing on the top of a tall support whose pixels join the support's own
+    sides in the image (a bottle on the cabinet's top reaches down past its front edge):
+    the parts of ``rest`` rising more than half ``supported_min_height_m`` above the face,
+    each grown back down to the face within its own footprint (``relief_margin_m``), that
+    pass the tests of a body resting on the face (its lowest point at the face, its top
+    ``supported_min_height_m`` above it, its centre over the face) and cover a clearly
+    smaller footprint than what is left of the piece (the support: the body may hide most
+    of the face itself). A container's wall rises all around its floor, so its footprint
+    is not smaller than the floor left inside it."""
+    high = rest & np.isfinite(z) & (z > z_face + 0.5 * p.supported_min_height_m)
+    n_parts, parts = cv2.connectedComponents(high.astype(np.uint8), connectivity=8)
+    out = []
+    for j in range(1, n_parts):
+        part = parts == j
+        if int(part.sum()) < min_px:
+            continue
+        hxy = np.stack([xs[part], ys[part]], -1)
+        hxy = hxy[np.isfinite(hxy).all(1)]
+        if len(hxy) < 3:
+            continue
+        if float(np.percentile(z[part], 98)) < z_face + p.supported_min_height_m:
+            continue
+        # the part's own lower pixels: those of the rest connected to it within its footprint
+        ry, rx = np.nonzero(rest & ~part & np.isfinite(z))
+        under = np.zeros_like(part)
+        if len(ry):
+            inside = _inside_xy(np.stack([xs[ry, rx], ys[ry, rx]], -1), hxy, p.relief_margin_m)
+            under[ry[inside], rx[inside]] = True
+        _, grown = cv2.connectedComponents((part | under).astype(np.uint8), connectivity=8)
+        keep = np.unique(grown[part])
+        body = np.isin(grown, keep[keep > 0])
+        zb = z[body]
+        zb = zb[np.isfinite(zb)]
+        if abs(float(np.percentile(zb, 2)) - z_face) > p.supported_contact_m:
+            continue
+        bxy = np.stack([xs[body], ys[body]], -1).astype(np.float32)
+        bxy = bxy[np.isfinite(bxy).all(1)]
+        centre = bxy.mean(0)
+        if cv2.pointPolygonTest(face_hull, (float(centre[0]), float(centre[1])), False) < 0:
+            continue
+        sxy = np.stack([xs[piece & ~body], ys[piece & ~body]], -1).astype(np.float32)
+        sxy = sxy[np.isfinite(sxy).all(1)]
+        if len(sxy) < 3:
+            continue
+        support_area = float(cv2.contourArea(cv2.convexHull(sxy)))
+        if float(cv2.contourArea(cv2.convexHull(bxy))) > p.supported_area_ratio * support_area:
+            continue
+        out.append(body)
+    return out
+
+
+def _small_top_inside(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.ndarray, ys: np.ndarray,
+                      z: np.ndarray, p: RegionParams, min_px: int) -> np.ndarray | None:
+    """``_top_inside`` for a face too small to be a support: only when its largest patch is
+    one compact blob (``compact_top_solidity`` of its convex hull, in pixels), as the top of
+    a box is and a container's rim or a ring of relief is not. Returns the body or None."""
+    n, comp, stats, _ = cv2.connectedComponentsWithStats(face.astype(np.uint8), connectivity=8)
+    if n < 2:
+        return None
+    k = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
+    if int(stats[k, cv2.CC_STAT_AREA]) < min_px:
+        return None
+    patch = comp == k
+    yy, xx = np.nonzero(patch)
+    hull_px = float(cv2.contourArea(cv2.convexHull(np.stack([xx, yy], -1).astype(np.int32))))
+    if hull_px <= 0 or patch.sum() < p.compact_top_solidity * hull_px:
+        return None
+    face_xy = np.stack([xs[patch], ys[patch]], -1).astype(np.float32)
+    face_xy = face_xy[np.isfinite(face_xy).all(1)]
+    if len(face_xy) < 3:
+        return None
+    area = float(cv2.contourArea(cv2.convexHull(face_xy)))
+    return _top_inside(patch, face_xy, area, z_face, piece & ~patch, xs, ys, z, p)
 
 
 def _inside_xy(xy: np.ndarray, outline_xy: np.ndarray, margin_m: float) -> np.ndarray:

@@ -65,7 +65,7 @@ def track(target: Appearance, cloud: FrameCloud, params: RegionParams) -> tuple[
     Raises:
         NothingFoundError: no candidate reaches ``MIN_MATCH``.
     """
-    labels, _, _ = frame_pieces(cloud, params)
+    labels, _, _, _ = frame_pieces(cloud, params)
     best: tuple[float, int, dict[str, float]] | None = None
     slices = ndimage.find_objects(labels)
     # the piece under the old position first

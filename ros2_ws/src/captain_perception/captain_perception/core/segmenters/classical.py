@@ -117,7 +117,7 @@ class ClassicalSegmenter(Segmenter):
         return cloud.cache[key]  # type: ignore[return-value]
 
     def _candidates(self, cloud: FrameCloud) -> list[Candidate]:
-        labels, support_mask, table = frame_pieces(cloud, self.region_params)
+        labels, support_mask, table, _ = frame_pieces(cloud, self.region_params)
         table_hull = _support_hull(cloud.points_base, support_mask)
         if table_hull is not None:
             mom = cv2.moments(table_hull)
