@@ -173,12 +173,12 @@ def test_an_injected_mistake_is_recovered_from_and_flagged(tmp_path: Path) -> No
 
 
 def test_a_finish_against_the_teachers_own_measurement_is_not_trained_on(tmp_path: Path) -> None:
-    # the bowl on the stove: the bowl sits on the cook region (host success), but the stove's
-    # visible parts segment as several pieces and the measured cook region is far from the
-    # bowl, so the teacher's own check fails; the teacher finishes anyway (it knows from the
-    # host), the gate accepts the third call, and every finish after the failed check is left
-    # unsupervised
-    outcome = run_episode("libero_goal/1", policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=11)
+    # the plate pushed to the front of the stove: the plate is in the table's region in front
+    # of the stove (host success), but that region is no part of the stove, so the measured
+    # plate is not over the stove's measured extent and the teacher's own check fails; the
+    # teacher finishes anyway (it knows from the host), the gate accepts the third call, and
+    # every finish after the failed check is left unsupervised
+    outcome = run_episode("libero_goal/5", policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=11)
     assert outcome.outcome == "strict_success", outcome.end_reason
     events = _events(outcome)
     rows = [json.loads(x) for x in (Path(outcome.record_dir) / "rows.jsonl").read_text().splitlines()]
@@ -196,6 +196,15 @@ def test_a_finish_against_the_teachers_own_measurement_is_not_trained_on(tmp_pat
     marked = [r["meta"].get("nosup_reason") == "finish_against_evidence" for r in rows]
     assert marked == expected
     assert all(r["meta"].get("nosup_reason") is None for r, m in zip(rows, marked, strict=True) if not m)
+
+
+def test_the_bowl_on_the_stove_is_accepted_on_the_teachers_own_measurement(tmp_path: Path) -> None:
+    # the final check clicks the stove on its plate beside the bowl: the stove's box also
+    # holds the knob's stand at its back (a region of its own) with bare table beside it,
+    # and a click there measured a destination 17 cm from the bowl
+    outcome = run_episode("libero_goal/1", policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=11)
+    assert outcome.outcome == "strict_success", outcome.end_reason
+    assert outcome.gate_accepted_on_evidence and outcome.gate_rejections == 0
 
 
 @pytest.mark.parametrize(("failure", "state"), [("perturbed_grasp", 11), ("perturbed_place", 12)])
