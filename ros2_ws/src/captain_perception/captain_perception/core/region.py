@@ -79,9 +79,11 @@ class RegionParams:
             in which the container's points lie.
         contained_gap_m: the container's rim lies at least this far outside the body's
             top, metres.
-        raised_face_min_height_m: a body joined to its support's sides in the image is
-            looked for only on a face this far above the table (the top of a cabinet or a
-            microwave), metres.
+        raised_face_min_height_m: a body of another colour joined to its support's sides
+            in the image is looked for only on a face this far above the table (the top of
+            a cabinet, the stove's plate), metres.
+        raised_colour_gap: least CIE76 difference between the median colours of such a
+            body and its support (a support's own raised parts share its colour).
         compact_top_solidity: a flat face too small to be a support is tried as the top of
             a body lying in the rest only when its largest patch fills at least this share
             of its convex hull (image pixels): a box's top does, a rim or a ring does not.
@@ -119,7 +121,8 @@ class RegionParams:
     contained_coverage: float = 0.75
     contained_gap_m: float = 0.015
     compact_top_solidity: float = 0.85
-    raised_face_min_height_m: float = 0.05
+    raised_face_min_height_m: float = 0.02
+    raised_colour_gap: float = 5.0
     relief_margin_m: float = 0.005
 
 
@@ -224,7 +227,7 @@ def surface_pieces(cloud: FrameCloud, window: tuple[int, int, int, int] | None =
     _, big = cv2.connectedComponents(grid, connectivity=4, ltype=cv2.CV_32S)
     labels = big[::2, ::2].astype(np.int32)
     labels[~node_ok] = 0
-    holders = frozenset(split_supported(labels, P, N, p, table)) if p.split_supported else frozenset()
+    holders = frozenset(split_supported(labels, P, N, p, table, lab)) if p.split_supported else frozenset()
     return labels, support, table, holders
 
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: RegionParams,
-                    table_height_m: float | None = None) -> set[int]:
+                    table_height_m: float | None = None, lab: np.ndarray | None = None) -> set[int]:
     """Cut objects resting on a piece's own flat top away from it, in place (new labels).
 
     A piece that holds a large horizontal face (a plate's floor, a basket's liner, the
@@ -46,6 +46,7 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
         table_height_m: the support plane's height (base frame z, metres), if known: a
             body joined to a tall support's sides is looked for only on faces standing
             ``raised_face_min_height_m`` above it (``_raised_bodies``).
+        lab: (h, w, 3) CIE L*a*b* colour of the pixels; without it no such body is cut.
 
     Returns:
         The labels of the pieces something was cut away from (supports and containers:
@@ -95,8 +96,10 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
                     holders.add(idx)
                     break
                 continue
-            tall = table_height_m is not None and z_face > table_height_m + p.raised_face_min_height_m
-            bodies = _bodies_on_face(piece, face, z_face, xs, ys, z, p, min_px, tall)
+            tall = (lab is not None and table_height_m is not None
+                    and z_face > table_height_m + p.raised_face_min_height_m)
+            bodies = _bodies_on_face(piece, face, z_face, xs, ys, z, p, min_px,
+                                     lab[sl] if tall and lab is not None else None)
             for body in bodies:
                 labels[sl][body] = next_label
                 next_label += 1
@@ -107,10 +110,12 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
 
 
 def _bodies_on_face(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.ndarray, ys: np.ndarray,
-                    z: np.ndarray, p: RegionParams, min_px: int, tall: bool = False) -> list[np.ndarray]:
+                    z: np.ndarray, p: RegionParams, min_px: int, raised_lab: np.ndarray | None = None
+                    ) -> list[np.ndarray]:
     """The bodies to cut away from ``piece`` given its flat ``face`` at height ``z_face``
-    (see ``split_supported``); empty when there are none. ``tall``: the face is the top of
-    a tall support (``_raised_bodies`` is tried too)."""
+    (see ``split_supported``); empty when there are none. ``raised_lab``: the colours of
+    the piece's window when the face stands above the table (``_raised_bodies`` is tried
+    too)."""
     rest = piece & ~face
     n_parts, parts = cv2.connectedComponents(rest.astype(np.uint8), connectivity=8)
     if n_parts < 2:  # nothing but the face
@@ -143,22 +148,26 @@ def _bodies_on_face(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.n
         top_body = _top_inside(face, face_xy, face_area, z_face, rest, xs, ys, z, p)
         if top_body is not None:  # the face is the top of a body lying inside the rest (a box in a bowl)
             out.append(top_body)
-    if not out and tall:
-        out = _raised_bodies(piece, rest, face_hull, z_face, xs, ys, z, p, min_px)
+    if not out and raised_lab is not None:
+        out = _raised_bodies(piece, rest, face_hull, z_face, xs, ys, z, raised_lab, p, min_px)
     return out
 
 
 def _raised_bodies(piece: np.ndarray, rest: np.ndarray, face_hull: np.ndarray, z_face: float, xs: np.ndarray,
-                   ys: np.ndarray, z: np.ndarray, p: RegionParams, min_px: int) -> list[np.ndarray]:
-    """Bodies standing on the top of a tall support whose pixels join the support's own
-    sides in the image (a bottle on the cabinet's top reaches down past its front edge):
+                   ys: np.ndarray, z: np.ndarray, lab: np.ndarray, p: RegionParams, min_px: int
+                   ) -> list[np.ndarray]:
+    """Bodies of another colour standing on a support's top whose pixels join the
+    support's own sides in the image (a bottle on the cabinet's top reaches down past its
+    front edge, a moka pot on the stove):
     the parts of ``rest`` rising more than half ``supported_min_height_m`` above the face,
     each grown back down to the face within its own footprint (``relief_margin_m``), that
     pass the tests of a body resting on the face (its lowest point at the face, its top
     ``supported_min_height_m`` above it, its centre over the face) and cover a clearly
     smaller footprint than what is left of the piece (the support: the body may hide most
     of the face itself). A container's wall rises all around its floor, so its footprint
-    is not smaller than the floor left inside it."""
+    is not smaller than the floor left inside it; a support's own raised parts (the stove's
+    knob stand) share its colour: the median L*a*b* colours of body and support must differ
+    by more than ``raised_colour_gap``."""
     high = rest & np.isfinite(z) & (z > z_face + 0.5 * p.supported_min_height_m)
     n_parts, parts = cv2.connectedComponents(high.astype(np.uint8), connectivity=8)
     out = []
@@ -196,6 +205,9 @@ def _raised_bodies(piece: np.ndarray, rest: np.ndarray, face_hull: np.ndarray, z
             continue
         support_area = float(cv2.contourArea(cv2.convexHull(sxy)))
         if float(cv2.contourArea(cv2.convexHull(bxy))) > p.supported_area_ratio * support_area:
+            continue
+        colour_gap = np.linalg.norm(np.median(lab[body], axis=0) - np.median(lab[piece & ~body], axis=0))
+        if not colour_gap > p.raised_colour_gap:
             continue
         out.append(body)
     return out
