@@ -55,6 +55,8 @@ SHAPES_BY_NAME: dict[str, tuple[tuple[float, float, float], tuple[float, float, 
     "plate": ((0.0, 0.0, 0.0), (0.08, 0.08, 0.006), True),
 }
 DEFAULT_SHAPE = ((0.0, 0.0, 0.03), (0.04, 0.04, 0.03), True)
+#: An object whose own z axis leans more than this from the vertical lies tilted, degrees.
+TILTED_DEG = 25.0
 #: Kinds whose inside a click should avoid.
 HOLLOW_KINDS = frozenset({"bowl", "ramekin", "mug", "basket"})
 
@@ -130,6 +132,13 @@ class SceneView:
         base_yaw = math.atan2(T[1, 0], T[0, 0])
         return yaw_of(self.snapshot.object_poses[name].quaternion_wxyz) + base_yaw
 
+    def up_axis(self, name: str) -> np.ndarray:
+        """The direction of an object's own z axis in the base frame (unit vector)."""
+        w, x, y, z = (float(c) for c in self.snapshot.object_poses[name].quaternion_wxyz)
+        up_world = np.array([2.0 * (x * z + w * y), 2.0 * (y * z - w * x), 1.0 - 2.0 * (x * x + y * y)])
+        up = self.T_base_world[:3, :3] @ up_world
+        return up / max(float(np.linalg.norm(up)), 1e-9)
+
     def box(self, name: str) -> Box:
         """Approximate box of an object in the base frame."""
         if name not in self._boxes:
@@ -167,6 +176,13 @@ class SceneView:
             z = box.bottom_z_m + wall_height_frac * 2.0 * box.half_m[2]
             return np.array([[box.center_m[0] + wall_radius_frac * radius * math.cos(a),
                               box.center_m[1] + wall_radius_frac * radius * math.sin(a), z] for a in angles])
+        offset, half, turns = SHAPES_BY_NAME.get(name) or SHAPES.get(kind, DEFAULT_SHAPE)
+        up = self.up_axis(name)
+        if turns and up[2] < math.cos(math.radians(TILTED_DEG)):
+            # lying tilted (a bottle laid along the rack's shelf): its box is upright, so
+            # click along the object's own axis, on its lower, wider part
+            origin = self.position(name)
+            return np.array([origin + up * (offset[2] + f * half[2]) for f in np.linspace(-0.6, 0.2, 9)])
         if kind == "plate":
             angles = np.radians(np.arange(0.0, 360.0, 20.0))
             z = box.top_z_m - 0.004

@@ -198,11 +198,21 @@ def test_a_finish_against_the_teachers_own_measurement_is_not_trained_on(tmp_pat
     assert all(r["meta"].get("nosup_reason") is None for r, m in zip(rows, marked, strict=True) if not m)
 
 
-def test_the_bowl_on_the_stove_is_accepted_on_the_teachers_own_measurement(tmp_path: Path) -> None:
-    # the final check clicks the stove on its plate beside the bowl: the stove's box also
-    # holds the knob's stand at its back (a region of its own) with bare table beside it,
-    # and a click there measured a destination 17 cm from the bowl
-    outcome = run_episode("libero_goal/1", policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=11)
+#: Finishes the gate once rejected and now accepts on the teacher's own final measurement.
+ACCEPTED_ON_EVIDENCE = [
+    # the stove clicked on its plate beside the bowl: the stove's box also holds the knob's
+    # stand at its back (a region of its own) with bare table beside it, and a click there
+    # measured a destination 17 cm from the bowl
+    ("libero_goal/1", 11),
+    # the bottle laid along the rack's tilted shelf, clicked along its own axis and seen
+    # through the rack's open frame: clicks on its upright box landed on the wall behind
+    ("libero_goal/9", 11),
+]
+
+
+@pytest.mark.parametrize(("task", "state"), ACCEPTED_ON_EVIDENCE, ids=[t for t, _ in ACCEPTED_ON_EVIDENCE])
+def test_the_final_check_is_accepted_on_the_teachers_own_measurement(task: str, state: int, tmp_path: Path) -> None:
+    outcome = run_episode(task, policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=state)
     assert outcome.outcome == "strict_success", outcome.end_reason
     assert outcome.gate_accepted_on_evidence and outcome.gate_rejections == 0
 

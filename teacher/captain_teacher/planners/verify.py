@@ -31,6 +31,9 @@ STOVE_PLATE_LOCAL_M = ((0.09, 0.23), (-0.08, 0.08))
 #: (the plate is little wider than a bowl).
 STOVE_CLEARANCE_M = 0.02
 
+#: Fixtures whose box is mostly open frame: an object lying in one is seen through it.
+OPEN_FRAMES = frozenset({"wine_rack"})
+
 #: ``nosup_reason`` of a verifying cell that could not measure every goal.
 UNMEASURED_GOAL = "unmeasured_goal"
 
@@ -77,7 +80,8 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], parts:
         ignore = () if rel.dest.region else (rel.obj,)
         groups.append([target(dv_f, rel.dest.click, ignore=ignore,
                               points=_away_points(ctx, rel.dest.click, rel.obj) if rel.dest.region else None),
-                       target(ov, rel.obj, points=_high_wall_points(ctx, rel.obj))])
+                       target(ov, rel.obj, points=_high_wall_points(ctx, rel.obj),
+                              ignore=(rel.dest.click,) if kind_of(rel.dest.click) in OPEN_FRAMES else ())])
         pairs.append((ov, dv_f, rel))
     evidence = [part_evidence(ctx, op, name) for op, name in parts]
     groups += [[ev.target] for ev in evidence if ev.target is not None]
