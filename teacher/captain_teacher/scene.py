@@ -57,6 +57,9 @@ SHAPES_BY_NAME: dict[str, tuple[tuple[float, float, float], tuple[float, float, 
 DEFAULT_SHAPE = ((0.0, 0.0, 0.03), (0.04, 0.04, 0.03), True)
 #: An object whose own z axis leans more than this from the vertical lies tilted, degrees.
 TILTED_DEG = 25.0
+#: Kinds clicked on the wall of their body around the origin (radius, m), below a lid whose
+#: knob is a region of its own, clear of the handle and spout their box includes.
+BODY_CLICK_KINDS: dict[str, float] = {"moka_pot": 0.03}
 #: Kinds whose inside a click should avoid.
 HOLLOW_KINDS = frozenset({"bowl", "ramekin", "mug", "basket"})
 
@@ -183,6 +186,16 @@ class SceneView:
             # click along the object's own axis, on its lower, wider part
             origin = self.position(name)
             return np.array([origin + up * (offset[2] + f * half[2]) for f in np.linspace(-0.6, 0.2, 9)])
+        if kind in BODY_CLICK_KINDS:
+            # the body's wall facing the camera, below the lid (its knob segments apart)
+            origin = self.position(name)
+            toward = camera.position_m[:2] - origin[:2]
+            heading = math.atan2(toward[1], toward[0])
+            r = BODY_CLICK_KINDS[kind]
+            return np.array([[origin[0] + r * math.cos(a), origin[1] + r * math.sin(a),
+                              box.bottom_z_m + f * 2.0 * box.half_m[2]]
+                             for a in heading + np.radians(np.linspace(-40.0, 40.0, 5))
+                             for f in (0.3, 0.45, 0.6)])
         if kind == "plate":
             angles = np.radians(np.arange(0.0, 360.0, 20.0))
             z = box.top_z_m - 0.004

@@ -207,6 +207,9 @@ ACCEPTED_ON_EVIDENCE = [
     # the bottle laid along the rack's tilted shelf, clicked along its own axis and seen
     # through the rack's open frame: clicks on its upright box landed on the wall behind
     ("libero_goal/9", 11),
+    # the moka pot on the stove, clicked on its body below the lid: a click on its top
+    # marked the lid's knob (45 pixels), whose lowest point is far above the stove
+    ("libero_10/2", 11),
 ]
 
 
