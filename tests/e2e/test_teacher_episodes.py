@@ -220,6 +220,20 @@ def test_the_final_check_is_accepted_on_the_teachers_own_measurement(task: str, 
     assert outcome.gate_accepted_on_evidence and outcome.gate_rejections == 0
 
 
+def test_a_look_from_above_measures_what_the_head_camera_saw_as_one_region(tmp_path: Path) -> None:
+    # with this style the bottle lands where the head camera sees it and the rack as one
+    # region: measure_object_geometry refuses the pair, and the teacher looks again from
+    # above with the wrist camera before it finishes
+    outcome = run_episode("libero_goal/9", policy=TeacherPolicy(seed=348058798), out_dir=tmp_path, init_state=11)
+    assert outcome.outcome == "strict_success", outcome.end_reason
+    events = _events(outcome)
+    relook = [i for i, e in enumerate(events) if "could not tell an object from its destination" in e["reasoning"]]
+    assert relook, "the head camera's check no longer merges the pair: pick another seed"
+    before = "\n".join(c["output"] for e in events[:relook[0]] for c in e["cells"])
+    assert "are the same region of agentview" in before
+    assert outcome.gate_accepted_on_evidence and outcome.gate_rejections == 0
+
+
 @pytest.mark.parametrize(("failure", "state"), [("perturbed_grasp", 11), ("perturbed_place", 12)])
 def test_an_injected_failure_goes_unnoticed_ends_in_a_host_failure_and_is_flagged(failure: str, state: int,
                                                                                    tmp_path: Path) -> None:

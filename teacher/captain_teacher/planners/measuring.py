@@ -108,15 +108,17 @@ def print_geometry(var: str, key: str, with_yaw: bool = False) -> str:
             f'"radius": {key}["footprint"]["radius_m"]{yaw}}})')
 
 
-def move_to_view(ctx: TeacherContext, name: str) -> Plan:
+def move_to_view(ctx: TeacherContext, name: str, why: str = "") -> Plan:
     """Move the hand above an object so the wrist camera looks down on it (a few
-    viewpoints, the first reachable one)."""
+    viewpoints, the first reachable one). ``why``: the reasoning's first sentence (default:
+    the head camera does not see it cleanly)."""
     views = [view_pose_above(ctx, name, h, back) for h, back in ((0.22, 0.06), (0.18, 0.12), (0.26, 0.16))]
     ctx.tcp_quaternion = TOP_DOWN.copy()
     options = ", ".join(vec(p) for p in views)
+    why = why or f"The head camera does not give a clean view of the {label_of(name)} from here."
     fb = yield Step(
-        f"The head camera does not give a clean view of the {label_of(name)} from here. I'll move the hand above "
-        "it and look down with the wrist camera, trying a few viewpoints until one is reachable.",
+        f"{why} I'll move the hand above it and look down with the wrist camera, trying a few viewpoints until "
+        "one is reachable.",
         [f"for view in ({options}):\n    r = go(view, downq(0.0), speed={num(ctx.style.approach_speed_m_s)})\n"
          '    if r["success"]:\n        break\nprint("moved:", r["success"])'])
     return fb

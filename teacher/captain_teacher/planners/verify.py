@@ -49,7 +49,7 @@ class Relation:
 
 
 def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], parts: Sequence[tuple[str, str]],
-                      held: Sequence[str] = ()) -> Plan:
+                      held: Sequence[str] = (), from_above: str = "") -> Plan:
     """Observe, measure every goal (``planners.evidence``), print the numbers and whether
     they meet the goals (``within tolerance: True|False``, computed in the session from
     those measurements); finish when they do.
@@ -58,6 +58,9 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], parts:
         relations: relation goals, in order.
         parts: articulated goals as ``(op, name)`` (``("open", "wooden_cabinet_1_middle_region")``).
         held: objects that must end lifted in the hand, checked by the gripper's ``held`` flag.
+        from_above: when set (the reason, one sentence), look from above the first relation's
+            destination with the wrist camera first (the head camera's look could not
+            measure a relation: the object and its destination segmented as one region).
 
     A goal that cannot be measured (no camera sees it, nothing recorded its motion) is
     named in the reasoning; the cell then prints no verdict and is not trained on
@@ -89,8 +92,12 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], parts:
     clicked: set[str] = set()
     lines: list[str] = []
     if flat:
-        found = look_and_click(ctx, flat, prefer=HEAD)
-        if found is None and relations:
+        found = None
+        if from_above and relations:
+            yield from move_to_view(ctx, relations[0].dest.click, why=from_above)
+            found = look_and_click(ctx, flat, prefer=WRIST)
+        found = found or look_and_click(ctx, flat, prefer=HEAD)
+        if found is None and relations and not from_above:
             yield from move_to_view(ctx, relations[0].dest.click)
             found = look_and_click(ctx, flat, prefer=WRIST) or look_and_click(ctx, flat, prefer=HEAD)
         if found is not None:
