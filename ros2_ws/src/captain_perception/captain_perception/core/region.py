@@ -26,7 +26,10 @@ single compact object has one core at every level and is left whole.
 
 An object resting on another without a colour change at the contact (a bowl on the
 stove, a box in a basket or a bowl, a cube on a plate) is cut away from it by
-``region_split.split_supported``, which looks for the flat face one of them offers.
+``region_split.split_supported``, which looks for the flat face one of them offers. A
+piece that held such a body, or that surrounds another whole piece in the image (a basket
+around the box lying in it, seen from above), is a support or a container, never split
+into lobes.
 """
 
 from __future__ import annotations

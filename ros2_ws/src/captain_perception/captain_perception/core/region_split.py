@@ -5,7 +5,11 @@ cube on a plate): the contact between them shows no depth break and no colour cr
 ``split_supported`` finds a piece's largest flat, upward face. When it is a support (a
 plate's floor, a basket's liner, the stove's top), bodies standing on it are cut away;
 when it is the top of a body lying inside the rest of the piece (a box in a bowl), that
-body is cut away.
+body is cut away. A face too small for a support may still be such a top (a box in a
+basket seen from above: its top is all the camera sees of it). On a support's top above
+the table, a body of another colour that joins the support's sides in the image (a
+bottle near the cabinet's front edge, a moka pot on the stove) is cut away above the face
+and grown back down within its own footprint.
 
 Frames: points and normals in the robot base frame (z up), metres.
 """
