@@ -57,6 +57,13 @@ SHAPES_BY_NAME: dict[str, tuple[tuple[float, float, float], tuple[float, float, 
 DEFAULT_SHAPE = ((0.0, 0.0, 0.03), (0.04, 0.04, 0.03), True)
 #: An object whose own z axis leans more than this from the vertical lies tilted, degrees.
 TILTED_DEG = 25.0
+#: Fixtures seen as several boxes when they may hide something (centre offset from the
+#: body's origin and half sizes, in the body's frame, metres): the stove is a low plate
+#: with a knob's stand at its back, not the box of ``SHAPES`` that spans both (an object on
+#: its plate would be inside that box, hidden from every camera).
+PART_BOXES: dict[str, tuple[tuple[tuple[float, float, float], tuple[float, float, float]], ...]] = {
+    "stove": (((0.158, 0.0, 0.0), (0.087, 0.095, 0.0255)), ((0.0, 0.0, 0.018), (0.05, 0.03, 0.038))),
+}
 #: Kinds clicked on the wall of their body around the origin (radius, m), below a lid whose
 #: knob is a region of its own, clear of the handle and spout their box includes.
 BODY_CLICK_KINDS: dict[str, float] = {"moka_pot": 0.03}
@@ -203,6 +210,13 @@ class SceneView:
                               box.center_m[1] + 0.72 * radius * math.sin(a), z] for a in angles])
         return np.vstack([box.top_points(), box.side_points(camera.position_m)])
 
+    def part_boxes(self, name: str) -> list[Box]:
+        """The boxes of a fixture whose single box is far from its shape (``PART_BOXES``),
+        base frame: what hides things behind it."""
+        origin, yaw = self.position(name), self.yaw(name)
+        R = rot_z(yaw)
+        return [Box(origin + R @ np.asarray(c), np.asarray(h, dtype=float), yaw) for c, h in PART_BOXES[kind_of(name)]]
+
     def gripper_box(self) -> Box:
         """A box around the hand (above the TCP), for occlusion checks."""
         return Box(self.ee_m + np.array([0.0, 0.0, 0.06]), np.array([0.05, 0.06, 0.08]), 0.0)
@@ -215,7 +229,12 @@ class SceneView:
         for n in self.names():
             if n in skip:
                 continue
-            out.extend(open_box(self.box(n)) if kind_of(n) in HOLLOW_KINDS else [self.box(n)])
+            if kind_of(n) in HOLLOW_KINDS:
+                out.extend(open_box(self.box(n)))
+            elif kind_of(n) in PART_BOXES:
+                out.extend(self.part_boxes(n))
+            else:
+                out.append(self.box(n))
         return out + self.fixture_parts(skip) + [self.gripper_box()]
 
     def fixture_parts(self, exclude: Iterable[str] = ()) -> list[Box]:

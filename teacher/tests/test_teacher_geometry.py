@@ -135,3 +135,28 @@ def test_laying_hand_points_along_the_groove_below_level_with_level_jaws(heading
     assert abs(jaw[2]) < 1e-9  # the jaws close horizontally, across it
     if tilt == math.pi / 2 and heading == 0.0:  # pointing straight down along +x is the top-down grasp
         assert np.allclose(R, quat_to_matrix(TOP_DOWN), atol=1e-9)
+
+
+def test_the_stove_hides_only_behind_its_plate_and_its_knob_stand() -> None:
+    """An object on the stove's plate is seen from above and from the head camera (the one
+    box of the stove reached above the plate to the knob's height, so an object on the
+    plate was hidden from every camera); behind the knob's stand a point stays hidden."""
+    from captain_backends.core.snapshot import ObjectPose, SimSnapshot
+    from captain_teacher.scene import SceneView
+
+    T_world_base = np.array([[1.0, 0, 0, -0.66], [0, 1.0, 0, 0.0], [0, 0, 1.0, 0.912], [0, 0, 0, 1.0]])
+    stove_origin_world = (-0.404, 0.202, 0.905)  # LIBERO's stove: the knob's stand at its origin
+    on_plate_world = (-0.404 + 0.16, 0.202, 0.925)  # a plate resting on the stove's plate
+    objects = {"flat_stove_1": ObjectPose(stove_origin_world, (1.0, 0.0, 0.0, 0.0)),
+               "plate_1": ObjectPose(on_plate_world, (1.0, 0.0, 0.0, 0.0))}
+    scene = SceneView(SimSnapshot(0.0, (-0.2, 0.0, 1.17), 1.0, objects, dict(objects), (), "", "", None),
+                      T_world_base)
+    K = np.array([[618.0, 0.0, 255.5], [0.0, 618.0, 255.5], [0.0, 0.0, 1.0]])
+    plate = scene.box("plate_1").center_m
+    head = CameraModel("agentview", K, _look_at(np.array([1.319, 0.0, 0.698]), plate))
+    above = CameraModel("robot0_eye_in_hand", K, _look_at(plate + np.array([-0.001, 0.0, 0.33]), plate))
+    for cam in (head, above):
+        assert scene.visible_points("plate_1", cam), cam.name
+    stand = scene.part_boxes("flat_stove_1")[1]
+    behind = stand.center_m + np.array([-0.08, 0.0, -0.02])  # on the table behind the stand
+    assert any(b.ray_hit(head.position_m, behind) for b in scene.occluders([]))
