@@ -9,7 +9,7 @@ below it. Anything taller than the hand's underside inside that rectangle is in 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -81,9 +81,10 @@ MAX_SET_ASIDE_REACH_M = 0.70
 
 
 def free_spot(scene: SceneView, obj: str, avoid: Iterable[np.ndarray], rng: np.random.Generator,
-              keep_away_m: float = 0.13) -> np.ndarray | None:
+              keep_away_m: float = 0.13, seen: Callable[[np.ndarray], bool] | None = None) -> np.ndarray | None:
     """A point on the table, within comfortable reach, at least ``keep_away_m`` from every
     other object's footprint and from the ``avoid`` points, preferring ``COMFORTABLE_REACH_M``;
+    with ``seen``, only a point it accepts (a camera sees it, so the spot can be clicked);
     None when there is none."""
     box = scene.box(obj)
     support_z = box.bottom_z_m
@@ -103,7 +104,7 @@ def free_spot(scene: SceneView, obj: str, avoid: Iterable[np.ndarray], rng: np.r
             score = min(room, 0.2) + 0.3 * min(far, 0.3) - 0.2 * float(np.linalg.norm(p - box.center_m[:2])) \
                 + 0.01 * float(rng.random()) - 1.5 * max(0.0, reach - COMFORTABLE_REACH_M[1]) \
                 - 1.5 * max(0.0, COMFORTABLE_REACH_M[0] - reach)
-            if score > best_score:
+            if score > best_score and (seen is None or seen(np.array([x, y, support_z]))):
                 best, best_score = np.array([x, y, support_z]), score
     return best
 

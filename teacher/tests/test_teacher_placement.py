@@ -96,6 +96,21 @@ def test_set_aside_spots_are_free_and_within_reach(seed: int) -> None:
     assert float(np.linalg.norm(spot[:2] - bowl[:2])) >= 0.13
 
 
+def test_a_set_aside_spot_is_one_a_camera_sees() -> None:
+    # a spot no camera sees cannot be clicked, and the teacher would stop there
+    scene = _scene({"akita_black_bowl_1": ((-0.098, -0.007, 0.898), UPRIGHT),
+                    "wooden_cabinet_1": ((0.04, -0.234, 0.905), YAW_180),
+                    "plate_1": ((-0.05, 0.2, 0.9), UPRIGHT)}, ())
+    bowl = scene.box("akita_black_bowl_1").center_m
+    free = free_spot(scene, "akita_black_bowl_1", [bowl], np.random.default_rng(0))
+    assert free is not None
+    hidden_side = float(np.sign(free[1]))  # hide the side the unconstrained choice took
+    spot = free_spot(scene, "akita_black_bowl_1", [bowl], np.random.default_rng(0),
+                     seen=lambda p: float(np.sign(p[1])) != hidden_side)
+    assert spot is not None and float(np.sign(spot[1])) != hidden_side
+    assert free_spot(scene, "akita_black_bowl_1", [bowl], np.random.default_rng(0), seen=lambda p: False) is None
+
+
 @pytest.mark.parametrize("refused", [0, 1, 2])
 def test_a_refused_carry_is_retried_with_the_object_turned_a_quarter_either_way(refused: int) -> None:
     q0 = [0.0, math.cos(0.3), math.sin(0.3), 0.0]  # a top-down grasp, jaws turned

@@ -18,7 +18,7 @@ import numpy as np
 
 from captain_teacher.cells import num
 from captain_teacher.clearance import free_spot, movable
-from captain_teacher.context import Step, TeacherContext
+from captain_teacher.context import HEAD, Step, TeacherContext
 from captain_teacher.objects import GraspSpec, grasp_for, label_of
 from captain_teacher.planners.common import (
     TOP_DOWN,
@@ -58,7 +58,9 @@ def pick_and_place(ctx: TeacherContext, obj: str, dest: Destination, *, first: b
 def move_aside(ctx: TeacherContext, name: str, avoid: list[np.ndarray], for_obj: str,
                reason: str | None = None) -> Plan:
     """Pick an object that is in the way and set it down on a free spot of the table."""
-    spot = free_spot(ctx.scene, name, avoid, ctx.rng)
+    head = ctx.cameras.get(HEAD)
+    spot = free_spot(ctx.scene, name, avoid, ctx.rng,
+                     seen=None if head is None else lambda p: ctx.scene.click_point(p, head) is not None)
     if spot is None:
         return
     dest = spot_destination(spot)
