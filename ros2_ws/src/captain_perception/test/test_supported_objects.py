@@ -38,28 +38,22 @@ def _libero(task: str):
     return driver, truth
 
 
-@pytest.fixture(scope="module")
-def goal_scene():
-    driver, truth = _libero("libero_goal/1")
-    yield driver, truth
-    truth.close()
-    driver.shutdown()
+def _scene_fixture(task: str):
+    """A module-scoped fixture: a configured LIBERO driver of ``task`` and its simulator truth."""
+
+    @pytest.fixture(scope="module")
+    def scene():
+        driver, truth = _libero(task)
+        yield driver, truth
+        truth.close()
+        driver.shutdown()
+
+    return scene
 
 
-@pytest.fixture(scope="module")
-def object_scene():
-    driver, truth = _libero("libero_object/0")
-    yield driver, truth
-    truth.close()
-    driver.shutdown()
-
-
-@pytest.fixture(scope="module")
-def pot_scene():
-    driver, truth = _libero("libero_10/2")
-    yield driver, truth
-    truth.close()
-    driver.shutdown()
+goal_scene = _scene_fixture("libero_goal/1")
+object_scene = _scene_fixture("libero_object/0")
+pot_scene = _scene_fixture("libero_10/2")
 
 
 def _observe(libero, tmp_path, obj: str, support: str):

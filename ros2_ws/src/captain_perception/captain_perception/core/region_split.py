@@ -140,10 +140,8 @@ def _bodies_on_face(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.n
         low, top = float(np.percentile(zp, 2)), float(np.percentile(zp, 98))
         if abs(low - z_face) > p.supported_contact_m or top < z_face + p.supported_min_height_m:
             continue
-        pxy = np.stack([xs[part], ys[part]], -1).astype(np.float32)
-        pxy = pxy[np.isfinite(pxy).all(1)]
-        centre = pxy.mean(0)
-        if cv2.pointPolygonTest(face_hull, (float(centre[0]), float(centre[1])), False) < 0:
+        pxy = _xy_of(part, xs, ys)
+        if not _centre_over(pxy, face_hull):
             continue
         if float(cv2.contourArea(cv2.convexHull(pxy))) > p.supported_area_ratio * face_area:
             continue
@@ -198,13 +196,10 @@ def _raised_bodies(piece: np.ndarray, rest: np.ndarray, face_hull: np.ndarray, z
         zb = zb[np.isfinite(zb)]
         if abs(float(np.percentile(zb, 2)) - z_face) > p.supported_contact_m:
             continue
-        bxy = np.stack([xs[body], ys[body]], -1).astype(np.float32)
-        bxy = bxy[np.isfinite(bxy).all(1)]
-        centre = bxy.mean(0)
-        if cv2.pointPolygonTest(face_hull, (float(centre[0]), float(centre[1])), False) < 0:
+        bxy = _xy_of(body, xs, ys)
+        if not _centre_over(bxy, face_hull):
             continue
-        sxy = np.stack([xs[piece & ~body], ys[piece & ~body]], -1).astype(np.float32)
-        sxy = sxy[np.isfinite(sxy).all(1)]
+        sxy = _xy_of(piece & ~body, xs, ys)
         if len(sxy) < 3:
             continue
         support_area = float(cv2.contourArea(cv2.convexHull(sxy)))
@@ -239,6 +234,18 @@ def _small_top_inside(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np
         return None
     area = float(cv2.contourArea(cv2.convexHull(face_xy)))
     return _top_inside(patch, face_xy, area, z_face, piece & ~patch, xs, ys, z, p)
+
+
+def _xy_of(mask: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """The finite base-frame x, y (n, 2) float32 of a mask's pixels, metres."""
+    xy = np.stack([xs[mask], ys[mask]], -1).astype(np.float32)
+    return xy[np.isfinite(xy).all(1)]
+
+
+def _centre_over(xy: np.ndarray, hull: np.ndarray) -> bool:
+    """Whether the mean of points ``xy`` (n, 2) lies inside the convex ``hull``."""
+    centre = xy.mean(0)
+    return cv2.pointPolygonTest(hull, (float(centre[0]), float(centre[1])), False) >= 0
 
 
 def _inside_xy(xy: np.ndarray, outline_xy: np.ndarray, margin_m: float) -> np.ndarray:
