@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from captain_harness.core.geometry import quat_to_matrix
 from captain_teacher.boxes import Box, open_box, rot_z, yaw_of
 from captain_teacher.fixtures import drawers, open_drawer_boxes
 from captain_teacher.objects import kind_of
@@ -144,9 +145,7 @@ class SceneView:
 
     def up_axis(self, name: str) -> np.ndarray:
         """The direction of an object's own z axis in the base frame (unit vector)."""
-        w, x, y, z = (float(c) for c in self.snapshot.object_poses[name].quaternion_wxyz)
-        up_world = np.array([2.0 * (x * z + w * y), 2.0 * (y * z - w * x), 1.0 - 2.0 * (x * x + y * y)])
-        up = self.T_base_world[:3, :3] @ up_world
+        up = self.T_base_world[:3, :3] @ quat_to_matrix(self.snapshot.object_poses[name].quaternion_wxyz)[:, 2]
         return up / max(float(np.linalg.norm(up)), 1e-9)
 
     def box(self, name: str) -> Box:

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import numpy as np
 
 import captain_teacher.cells as cells
-from captain_teacher.boxes import rot_z
 from captain_teacher.cells import num
 from captain_teacher.context import HEAD, WRIST, Step, TeacherContext
 from captain_teacher.feedback import Feedback
@@ -24,9 +23,9 @@ from captain_teacher.scene import HOLLOW_KINDS
 #: The TASK.md tolerance on the measured centre distance of a relation, m.
 XY_TOLERANCE_M = 0.02
 
-#: The stove's plate in the stove body's frame (origin at the knob's stand, x toward the
-#: front), as ``((x_min, x_max), (y_min, y_max))``, metres, 1 cm inside its edges.
-STOVE_PLATE_LOCAL_M = ((0.09, 0.23), (-0.08, 0.08))
+#: Share of the stove plate's half sizes the click candidates on it span (about 1.5 cm
+#: inside its edges).
+STOVE_PLATE_FRACTION = 0.82
 #: How far beyond the footprint of the object on the stove a click on its plate stays, m
 #: (the plate is little wider than a bowl).
 STOVE_CLEARANCE_M = 0.02
@@ -194,11 +193,9 @@ def _away_points(ctx: TeacherContext, fixture: str, obj: str, clearance_m: float
     box = ctx.scene.box(obj)
     fbox = ctx.scene.box(fixture)
     if kind_of(fixture) == "stove":
-        # its plate, at the height the object rests on (the stove's box also holds the
-        # knob's stand at its back, a region of its own, with bare table beside it)
-        (x0, x1), (y0, y1) = STOVE_PLATE_LOCAL_M
-        local = np.array([[x, y, 0.0] for x in np.linspace(x0, x1, 8) for y in np.linspace(y0, y1, 9)])
-        pts = ctx.scene.position(fixture) + local @ rot_z(ctx.scene.yaw(fixture)).T
+        # its plate (the scene's first part box), at the height the object rests on: the
+        # stove's box also holds the knob's stand, a region of its own, with bare table beside it
+        pts = ctx.scene.part_boxes(fixture)[0].top_points(fraction=STOVE_PLATE_FRACTION, n=9)
         pts[:, 2] = box.bottom_z_m
         clearance_m = min(clearance_m, STOVE_CLEARANCE_M)
         top = np.ones(len(pts), bool)

@@ -177,8 +177,7 @@ def _raised_bodies(piece: np.ndarray, rest: np.ndarray, face_hull: np.ndarray, z
         part = parts == j
         if int(part.sum()) < min_px:
             continue
-        hxy = np.stack([xs[part], ys[part]], -1)
-        hxy = hxy[np.isfinite(hxy).all(1)]
+        hxy = _xy_of(part, xs, ys)
         if len(hxy) < 3:
             continue
         if float(np.percentile(z[part], 98)) < z_face + p.supported_min_height_m:
@@ -228,8 +227,7 @@ def _small_top_inside(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np
     hull_px = float(cv2.contourArea(cv2.convexHull(np.stack([xx, yy], -1).astype(np.int32))))
     if hull_px <= 0 or patch.sum() < p.compact_top_solidity * hull_px:
         return None
-    face_xy = np.stack([xs[patch], ys[patch]], -1).astype(np.float32)
-    face_xy = face_xy[np.isfinite(face_xy).all(1)]
+    face_xy = _xy_of(patch, xs, ys)
     if len(face_xy) < 3:
         return None
     area = float(cv2.contourArea(cv2.convexHull(face_xy)))
