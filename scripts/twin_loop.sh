@@ -5,6 +5,7 @@
 #
 #   scripts/twin_loop.sh                  # 20 runs, 1 busy process
 #   RUNS=5 LOAD=2 scripts/twin_loop.sh
+#   TESTS="tests/ros/test_xr1_real_stack.py tests/ros/test_xr1_twin_stack.py" scripts/twin_loop.sh
 #
 # Prints one line per run and a summary; exits 0 only when every run passed. Logs of the
 # runs go to $LOGS (default /tmp/twin_loop).
@@ -18,6 +19,7 @@ set -u
 RUNS=${RUNS:-20}
 LOAD=${LOAD:-1}
 LOGS=${LOGS:-/tmp/twin_loop}
+TESTS=${TESTS:-tests/ros/test_xr1_twin_stack.py}
 mkdir -p "$LOGS"
 
 load_pids=()
@@ -33,7 +35,7 @@ started=$(date +%s)
 for i in $(seq "$RUNS"); do
   log="$LOGS/run_$i.txt"
   t0=$(date +%s)
-  if python -m pytest tests/ros/test_xr1_twin_stack.py -q -p no:cacheprovider > "$log" 2>&1; then
+  if python -m pytest $TESTS -q -p no:cacheprovider > "$log" 2>&1; then
     passed=$((passed + 1))
     echo "run $i/$RUNS: passed ($(( $(date +%s) - t0 )) s)"
   else

@@ -5,7 +5,9 @@ faults, a force guard holds, cameras arrive as CameraFrames."""
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 import time
 
 import numpy as np
@@ -232,6 +234,30 @@ def test_readings_held_up_in_this_process_are_judged_by_their_reception_time(dri
     assert driver.commands_published == published + 30 and driver.read_state().fault == ""
     timing = driver._buffer.joint_state_timing()
     assert timing is not None and timing.stored_s - timing.received_s < 0.05
+
+
+def test_only_the_transports_receiving_threads_run_real_time(driver: XR1Driver) -> None:
+    """The transport's thread and its Fast DDS receive threads are ``SCHED_FIFO``; the
+    participant's discovery, event and sender threads are not (equal-priority FIFO threads
+    do not time-slice: a sender busy with discovery would hold the receive threads back)."""
+    from captain_backends.core.realtime import set_realtime, thread_ids, thread_name
+
+    probe = threading.Thread(target=lambda: refused.append(set_realtime()))
+    refused: list[str] = []
+    probe.start()
+    probe.join()
+    if refused[0]:
+        pytest.skip(f"this machine refuses SCHED_FIFO: {refused[0]}")
+    transport = driver._transport._thread.native_id
+    fifo = {t: thread_name(t) for t in thread_ids() if os.sched_getscheduler(t) == os.SCHED_FIFO}
+    assert transport in fifo
+    receiving = {t: n for t, n in fifo.items() if n.startswith(("dds.shm.", "dds.udp.")) and n != "dds.shm.wdog"}
+    assert any(n.startswith("dds.shm.") for n in receiving.values()), fifo
+    assert any(n.startswith("dds.udp.") for n in receiving.values()), fifo
+    others = sorted(n for t, n in fifo.items() if t != transport and t not in receiving)
+    assert not others, f"threads at real-time priority that do not receive: {others}"
+    names = [thread_name(t) for t in thread_ids()]
+    assert any(n.startswith("dds.asyn.") for n in names) and any(n.startswith("dds.ev.") for n in names)
 
 
 def test_idle_staleness_is_a_warning_and_a_command_on_stale_state_faults(driver: XR1Driver, spy: Spy) -> None:

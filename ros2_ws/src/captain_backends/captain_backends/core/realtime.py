@@ -8,13 +8,19 @@ for a core. The threads that do so (the driver's receive thread, the hardware si
 periodic loop in the twin and the fake hardware) ask for ``SCHED_FIFO`` at
 ``READINGS_PRIORITY``. They sleep or block most of the time, and the kernel's real-time
 throttling (``/proc/sys/kernel/sched_rt_runtime_us``) bounds what they can take.
-Threads they create afterwards (Fast DDS's receive threads, when the context is created
-in such a thread) inherit the policy.
+
+Of a Fast DDS participant only the threads that receive (``dds.shm.<port>``,
+``dds.udp.<port>``) are made real-time (``set_realtime_threads``): its discovery,
+timed-event and asynchronous sender threads stay at normal priority. Those run for
+hundreds of milliseconds at a stretch while participants come and go, and threads of
+equal ``SCHED_FIFO`` priority do not time-slice, so at real-time priority they would hold
+the receive threads (and everything else) back for as long.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 #: SCHED_FIFO priority of the reading threads (ros2_control's controller manager uses 50).
 READINGS_PRIORITY = 50
@@ -35,3 +41,47 @@ def set_realtime(priority: int = READINGS_PRIORITY) -> str:
         return f"SCHED_FIFO refused ({exc}); grant CAP_SYS_NICE or an rtprio limit to use it"
     return ""
 
+
+
+#: Name prefixes of the Fast DDS threads that receive data (shared memory, UDP).
+RECEIVE_THREAD_PREFIXES = ("dds.shm.", "dds.udp.")
+#: Fast DDS's shared-memory watchdog (one per process; not a receive thread).
+_NOT_RECEIVING = ("dds.shm.wdog",)
+
+
+def thread_ids() -> set[int]:
+    """Ids of this process's threads (Linux; empty elsewhere)."""
+    try:
+        return {int(t) for t in os.listdir("/proc/self/task")}
+    except OSError:
+        return set()
+
+
+def thread_name(tid: int) -> str:
+    """The name of thread ``tid`` of this process ("" when it is gone)."""
+    try:
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def set_realtime_threads(tids: Iterable[int], prefixes: tuple[str, ...] = RECEIVE_THREAD_PREFIXES,
+                         priority: int = READINGS_PRIORITY) -> tuple[list[str], str]:
+    """Give ``SCHED_FIFO`` at ``priority`` to those of ``tids`` whose name starts with one
+    of ``prefixes`` (e.g. the receive threads a new Fast DDS participant just created).
+
+    Returns:
+        (names of the threads changed, ``""`` or why not where the kernel refused).
+    """
+    changed: list[str] = []
+    for tid in sorted(tids):
+        name = thread_name(tid)
+        if not name.startswith(prefixes) or name.startswith(_NOT_RECEIVING):
+            continue
+        try:
+            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(int(priority)))
+        except (PermissionError, OSError) as exc:
+            return changed, f"SCHED_FIFO refused for {name} ({exc}); grant CAP_SYS_NICE or an rtprio limit to use it"
+        changed.append(name)
+    return changed, ""

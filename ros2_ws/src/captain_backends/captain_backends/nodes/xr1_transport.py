@@ -48,8 +48,8 @@ class RosXR1Transport:
 
     def start(self, buffer: StateBuffer, timeout_s: float = 30.0) -> None:
         """Create the context, node, subscriptions and publishers in the receive thread
-        (real-time scheduled where permitted, ``core.realtime``; Fast DDS's own threads,
-        created with the context, inherit that) and spin there."""
+        and spin there; that thread and the context's Fast DDS receive threads are
+        real-time scheduled where permitted (``core.realtime``)."""
         self._buffer = buffer
         ready = threading.Event()
         failure: list[BaseException] = []
@@ -66,9 +66,9 @@ class RosXR1Transport:
     def _run(self, ready: threading.Event, failure: list[BaseException]) -> None:
         from rclpy.executors import ExternalShutdownException
 
-        from captain_backends.core.realtime import set_realtime
+        from captain_backends.core.realtime import set_realtime, set_realtime_threads, thread_ids
 
-        realtime = set_realtime()
+        before = thread_ids()
         try:
             self._create()
         except BaseException as exc:
@@ -78,8 +78,11 @@ class RosXR1Transport:
                 self._context = None
             ready.set()
             return
-        if realtime:
-            self._node.get_logger().warning(f"readings are received without real-time priority: {realtime}")
+        # this thread and the context's receive threads real-time; Fast DDS's discovery,
+        # event and sender threads stay at normal priority (``core.realtime``)
+        refused = set_realtime() or set_realtime_threads(thread_ids() - before)[1]
+        if refused:
+            self._node.get_logger().warning(f"readings are received without real-time priority: {refused}")
         ready.set()
         with contextlib.suppress(ExternalShutdownException):
             self._executor.spin()
