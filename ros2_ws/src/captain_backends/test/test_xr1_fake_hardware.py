@@ -240,7 +240,7 @@ def test_only_the_transports_receiving_threads_run_real_time(driver: XR1Driver) 
     """The transport's thread and its Fast DDS receive threads are ``SCHED_FIFO``; the
     participant's discovery, event and sender threads are not (equal-priority FIFO threads
     do not time-slice: a sender busy with discovery would hold the receive threads back)."""
-    from captain_backends.core.realtime import set_realtime, thread_ids, thread_name
+    from captain_backends.core.realtime import is_receive_thread, set_realtime, thread_ids, thread_name
 
     probe = threading.Thread(target=lambda: refused.append(set_realtime()))
     refused: list[str] = []
@@ -251,7 +251,7 @@ def test_only_the_transports_receiving_threads_run_real_time(driver: XR1Driver) 
     transport = driver._transport._thread.native_id
     fifo = {t: thread_name(t) for t in thread_ids() if os.sched_getscheduler(t) == os.SCHED_FIFO}
     assert transport in fifo
-    receiving = {t: n for t, n in fifo.items() if n.startswith(("dds.shm.", "dds.udp.")) and n != "dds.shm.wdog"}
+    receiving = {t: n for t, n in fifo.items() if is_receive_thread(n)}
     assert any(n.startswith("dds.shm.") for n in receiving.values()), fifo
     assert any(n.startswith("dds.udp.") for n in receiving.values()), fifo
     others = sorted(n for t, n in fifo.items() if t != transport and t not in receiving)

@@ -33,20 +33,30 @@ def set_realtime(priority: int = READINGS_PRIORITY) -> str:
         ``""`` on success, else why not (no permission, no such policy here); the thread
         keeps its scheduling then.
     """
+    return _set_fifo(0, priority)
+
+
+def _set_fifo(tid: int, priority: int) -> str:
+    """``SCHED_FIFO`` at ``priority`` for thread ``tid`` of this process (0: the caller);
+    ``""`` or why not."""
     if not hasattr(os, "sched_setscheduler"):
         return "real-time scheduling is not available on this platform"
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(int(priority)))
+        os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(int(priority)))
     except (PermissionError, OSError) as exc:
         return f"SCHED_FIFO refused ({exc}); grant CAP_SYS_NICE or an rtprio limit to use it"
     return ""
 
 
-
 #: Name prefixes of the Fast DDS threads that receive data (shared memory, UDP).
 RECEIVE_THREAD_PREFIXES = ("dds.shm.", "dds.udp.")
 #: Fast DDS's shared-memory watchdog (one per process; not a receive thread).
-_NOT_RECEIVING = ("dds.shm.wdog",)
+SHM_WATCHDOG = "dds.shm.wdog"
+
+
+def is_receive_thread(name: str) -> bool:
+    """Whether a thread name is one of Fast DDS's receive threads."""
+    return name.startswith(RECEIVE_THREAD_PREFIXES) and name != SHM_WATCHDOG
 
 
 def thread_ids() -> set[int]:
@@ -66,10 +76,9 @@ def thread_name(tid: int) -> str:
         return ""
 
 
-def set_realtime_threads(tids: Iterable[int], prefixes: tuple[str, ...] = RECEIVE_THREAD_PREFIXES,
-                         priority: int = READINGS_PRIORITY) -> tuple[list[str], str]:
-    """Give ``SCHED_FIFO`` at ``priority`` to those of ``tids`` whose name starts with one
-    of ``prefixes`` (e.g. the receive threads a new Fast DDS participant just created).
+def set_realtime_threads(tids: Iterable[int], priority: int = READINGS_PRIORITY) -> tuple[list[str], str]:
+    """Give ``SCHED_FIFO`` at ``priority`` to those of ``tids`` that are Fast DDS receive
+    threads (``is_receive_thread``; e.g. the ones a new participant just created).
 
     Returns:
         (names of the threads changed, ``""`` or why not where the kernel refused).
@@ -77,11 +86,10 @@ def set_realtime_threads(tids: Iterable[int], prefixes: tuple[str, ...] = RECEIV
     changed: list[str] = []
     for tid in sorted(tids):
         name = thread_name(tid)
-        if not name.startswith(prefixes) or name.startswith(_NOT_RECEIVING):
+        if not is_receive_thread(name):
             continue
-        try:
-            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(int(priority)))
-        except (PermissionError, OSError) as exc:
-            return changed, f"SCHED_FIFO refused for {name} ({exc}); grant CAP_SYS_NICE or an rtprio limit to use it"
+        refused = _set_fifo(tid, priority)
+        if refused:
+            return changed, f"{name}: {refused}"
         changed.append(name)
     return changed, ""
