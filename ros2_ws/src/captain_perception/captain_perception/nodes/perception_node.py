@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from functools import partial
 from typing import Any
 
@@ -92,7 +93,8 @@ class PerceptionNode(LifecycleNode):
         self.served: dict[str, str] = {}
         self._proxied_services: list[Any] = []
         self._discovered = threading.Event()
-        self._pending: Any = None
+        self._pending: Any = None  # the describe_robot request in flight, sent at _pending_since (monotonic s)
+        self._pending_since = 0.0
         self._calls_answered = 0
         self._discovery: Any = None
         self._transition_lock = threading.RLock()
@@ -197,12 +199,27 @@ class PerceptionNode(LifecycleNode):
         self._discovered.clear()
 
     def _discover(self) -> None:
-        if self._discovered.is_set() or self._pending is not None or not self._describe.service_is_ready():
+        """Discovery timer: ask the harness for its calls; a request unanswered for
+        ``describe_timeout_s`` is dropped and asked again (rmw gives up sending a response
+        when the client's response reader is not discovered yet, and says so only in the
+        harness's log)."""
+        if self._discovered.is_set() or not self._describe.service_is_ready():
             return
-        self._pending = self._describe.call_async(DescribeRobot.Request())
-        self._pending.add_done_callback(self._on_described)
+        now = time.monotonic()
+        if self._pending is not None:
+            waited = now - self._pending_since
+            if waited < self.params["describe_timeout_s"]:
+                return
+            self._describe.remove_pending_request(self._pending)
+            self._pending = None
+            self.get_logger().warning(f"describe_robot unanswered after {waited:.1f} s; asking the harness again")
+        self._pending_since = now
+        self._pending = future = self._describe.call_async(DescribeRobot.Request())
+        future.add_done_callback(self._on_described)
 
     def _on_described(self, future: Any) -> None:
+        if future is not self._pending:
+            return  # given up already (see _discover)
         self._pending = None
         try:
             calls = json.loads(future.result().calls_json or "[]")

@@ -14,6 +14,10 @@ SCHEMA: tuple[ParamSpec, ...] = (
               min_value=0.1, max_value=3600.0),
     ParamSpec("discovery_period_s", float, 0.5, "how often the harness is asked for its calls until it answers",
               unit="s", min_value=0.05, max_value=60.0),
+    ParamSpec("describe_timeout_s", float, 5.0,
+              "a describe_robot request unanswered this long is given up and sent again (a response can be "
+              "lost while the harness has not yet discovered this node's response reader)",
+              unit="s", min_value=0.1, max_value=600.0),
     ParamSpec("proxy", bool, True,
               "serve the harness's perception and measurement calls as services (forwarded to its robot_call); "
               "false: a perception server only (its READY line does not wait for a harness)"),
