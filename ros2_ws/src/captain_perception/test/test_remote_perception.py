@@ -49,10 +49,14 @@ class NodeProcess:
                                      env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
         threading.Thread(target=self._read, daemon=True).start()
         deadline = time.monotonic() + ready_timeout_s
-        while not any(line.startswith("READY") for line in self.lines):
-            assert self.proc.poll() is None, "\n".join(self.lines[-30:])
-            assert time.monotonic() < deadline, "\n".join(self.lines[-30:])
-            time.sleep(0.05)
+        try:
+            while not any(line.startswith("READY") for line in self.lines):
+                assert self.proc.poll() is None, "\n".join(self.lines[-30:])
+                assert time.monotonic() < deadline, "\n".join(self.lines[-30:])
+                time.sleep(0.05)
+        except AssertionError:
+            self.kill()  # never left running in the domain when it did not come up
+            raise
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
