@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -23,10 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def isolated_domain() -> Iterator[int]:
     """A coordinated ROS_DOMAIN_ID with localhost discovery, set in this process's
     environment (inherited by subprocesses) for the duration."""
-    from domain_coordinator import domain_id
+    from captain_perception.nodes.dds_profile import fresh_domain
 
     saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "RMW_IMPLEMENTATION")}
-    with domain_id() as did:
+    with fresh_domain() as did:
         os.environ["ROS_DOMAIN_ID"] = str(did)
         os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
         os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
@@ -68,11 +69,24 @@ class Stack:
                 line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 self.stop()
-                raise AssertionError("bringup not READY in time:\n" + "\n".join(self.lines[-40:])) from None
+                raise AssertionError("bringup not READY in time:\n" + self.output()) from None
             if line is None:
-                raise AssertionError(f"bringup exited ({self.proc.wait()}):\n" + "\n".join(self.lines[-40:]))
+                raise AssertionError(f"bringup exited ({self.proc.wait()}):\n" + self.output())
             if line.startswith("READY"):
                 return line.strip()
+
+    def output(self, limit: int = 150) -> str:
+        """The stack's output so far for a failure message: each message once, in order of
+        first appearance, with how often it came (numbers such as timestamps aside), the
+        last ``limit`` of them."""
+        counts: dict[str, int] = {}
+        firsts: dict[str, str] = {}
+        for line in list(self.lines):
+            key = re.sub(r"\d+(\.\d+)?", "#", line)
+            counts[key] = counts.get(key, 0) + 1
+            firsts.setdefault(key, line)
+        shown = list(firsts.items())[-limit:]
+        return "\n".join(line if counts[key] == 1 else f"{line} [{counts[key]} times]" for key, line in shown)
 
     def overruns(self) -> str:
         """The robot side's periodic-loop overrun reports so far (for failure messages)."""

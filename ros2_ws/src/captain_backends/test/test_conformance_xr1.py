@@ -25,10 +25,10 @@ FAKE = "captain_backends.nodes.xr1_fake_hardware"
 def robot() -> Iterator[Spy]:
     """The fake hardware and a spy node that sets its parameters, in an isolated domain
     for this module (localhost discovery)."""
-    from domain_coordinator import domain_id
+    from captain_perception.nodes.dds_profile import fresh_domain
 
     saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
-    with domain_id() as did:
+    with fresh_domain() as did:
         os.environ["ROS_DOMAIN_ID"] = str(did)
         os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
         hw = RobotProcess(FAKE, {"time_constant_s": 0.03, "camera_rate_hz": 10.0})

@@ -110,13 +110,12 @@ def run(driver: str | None = None, calls: int = 200, ready_timeout_s: float = 30
     import shutil
     import tempfile
 
-    from domain_coordinator import domain_id
-
     from captain_bringup.runner import stack_params
     from captain_harness.core.budget import Budget
     from captain_harness.core.host.robot_host import UNLIMITED, HostSettings, RobotHost
     from captain_harness.nodes.harness_params import motion_config
     from captain_harness.nodes.ros_robot_client import RosRobotClient, remote_api
+    from captain_perception.nodes.dds_profile import fresh_domain
 
     params = stack_params("sim", overrides={"harness": {"driver": driver}} if driver else None)["harness"]
     driver = driver or params.get("driver", "mock")
@@ -132,7 +131,7 @@ def run(driver: str | None = None, calls: int = 200, ready_timeout_s: float = 30
         host.shutdown()
 
     saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
-    with domain_id() as did:
+    with fresh_domain() as did:
         os.environ["ROS_DOMAIN_ID"] = str(did)
         os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
         records = tempfile.mkdtemp(prefix="captain_bench_ros_")

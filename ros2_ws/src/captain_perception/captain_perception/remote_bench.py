@@ -109,10 +109,10 @@ def _load_frame(path: str | Path) -> Any:
 
 @contextlib.contextmanager
 def _isolated_domain() -> Iterator[None]:
-    from domain_coordinator import domain_id
+    from captain_perception.nodes.dds_profile import fresh_domain
 
     saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
-    with domain_id() as did:
+    with fresh_domain() as did:
         os.environ["ROS_DOMAIN_ID"] = str(did)
         os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
         try:

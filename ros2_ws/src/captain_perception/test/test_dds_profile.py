@@ -79,3 +79,16 @@ def test_participant_gets_the_profile_segment(with_profile):
         assert largest >= 4 * FRAME_PAIR
     else:
         assert 0 < largest < FRAME_PAIR
+
+
+def test_successive_domains_differ():
+    """``domain_coordinator``'s own selector gave every test domain 1 (and so what the tests
+    before it left there); ``fresh_domain`` walks the ids."""
+    from captain_perception.nodes.dds_profile import fresh_domain
+
+    seen = []
+    for _ in range(5):
+        with fresh_domain() as did:
+            seen.append(did)
+    assert len(set(seen)) == 5, seen
+    assert all(1 <= did <= 100 for did in seen), seen

@@ -16,8 +16,11 @@ Fast DDS's defaults.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
-from collections.abc import MutableMapping
+import random
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 
 #: the profile file shipped with the package
@@ -47,3 +50,29 @@ def use_profile(env: MutableMapping[str, str] | None = None) -> dict[str, str]:
     added = profile_env(env)
     env.update(added)
     return added
+
+
+#: successive ROS_DOMAIN_ID candidates of this process, from a random start (``next_domain``)
+_DOMAINS = itertools.count(random.SystemRandom().randrange(100))
+
+
+def next_domain() -> int:
+    """The next ROS_DOMAIN_ID candidate (1..100) for ``domain_coordinator``: successive calls
+    in a process walk through the ids from a random start.
+
+    ``domain_coordinator``'s own selector starts at 1 on every call, so every test of a run
+    got domain 1 and met what the tests before it left in that domain: processes still
+    shutting down, and the shared-memory ports of killed processes, which Fast DDS keys by
+    domain and participant id and reuses. Walking the ids, a domain comes back only after
+    100 others."""
+    return next(_DOMAINS) % 100 + 1
+
+
+@contextlib.contextmanager
+def fresh_domain() -> Iterator[int]:
+    """Reserve a ROS_DOMAIN_ID no other process on this machine holds (``domain_coordinator``
+    binds a port per id), taking ids in ``next_domain`` order, for the ``with`` block."""
+    from domain_coordinator import domain_id
+
+    with domain_id(selector=next_domain) as did:
+        yield did
