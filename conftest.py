@@ -3,25 +3,24 @@
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Remove the Fast DDS shared-memory files of processes that died without closing them
-    (``fastdds shm clean``; files of running processes are kept). A killed node process
-    leaves its segment (16 MB with the stack's profile) and its ports in /dev/shm; a later
-    process with the same domain and participant id reopens such a port."""
-    tool = shutil.which("fastdds")
-    if tool is None:
-        return
+    """Before any test: the stack's Fast DDS profile for this process's own participants
+    (and the processes tests start), and no Fast DDS shared-memory files left by processes
+    that died (``dds_profile.remove_stale_shm``): a port file outlives a killed process and
+    keeps the settings of whoever created it."""
     try:
-        subprocess.run([tool, "shm", "clean"], capture_output=True, timeout=120, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        print(f"fastdds shm clean: {exc}")
+        from captain_perception.nodes.dds_profile import remove_stale_shm, use_profile
+    except ImportError:  # the ROS workspace is not installed: the pure-Python tiers still run
+        return
+    use_profile()
+    removed = remove_stale_shm()
+    if removed:
+        print(f"removed {len(removed)} stale Fast DDS shared-memory files from /dev/shm")
 
 
 @pytest.fixture

@@ -47,14 +47,31 @@ def test_profile_keeps_both_transports_and_holds_frame_pairs():
 
 
 _CHILD = r"""
-import os, sys, rclpy
+import glob, os, sys, time, rclpy
 def segments():
     return {n: os.stat('/dev/shm/' + n).st_size for n in os.listdir('/dev/shm') if n.startswith('fastdds_')}
+def shm_thread_sleeps():
+    # voluntary context switches of each shared-memory receive thread (not the watchdog)
+    found = {}
+    for task in glob.glob('/proc/self/task/*'):
+        with open(task + '/comm') as f:
+            name = f.read().strip()
+        if name.startswith('dds.shm.') and name != 'dds.shm.wdog':
+            with open(task + '/status') as f:
+                found[task] = next(int(l.split()[1]) for l in f if l.startswith('voluntary_ctxt_switches'))
+    return found
 before = segments()
 rclpy.init()
 node = rclpy.create_node('dds_profile_probe')
 new = {n: s for n, s in segments().items() if n not in before}
 print('LARGEST', max(new.values(), default=0), flush=True)
+time.sleep(0.5)
+first, t0 = shm_thread_sleeps(), time.monotonic()
+time.sleep(2.0)
+last, t1 = shm_thread_sleeps(), time.monotonic()
+# this domain's user-traffic port (the other, 7000 and up, may be a file another process left)
+user = max((t for t in first if t in last), key=lambda t: int(open(t + '/comm').read().strip().split('.')[-1]))
+print('IDLE_WAKES_PER_S', (last[user] - first[user]) / (t1 - t0), flush=True)
 node.destroy_node()
 rclpy.shutdown()
 """
@@ -64,7 +81,10 @@ rclpy.shutdown()
 @pytest.mark.parametrize("with_profile", [True, False])
 def test_participant_gets_the_profile_segment(with_profile):
     """A fresh process's participant: with the profile its shared-memory segment holds
-    several frame pairs; with Fast DDS's defaults it holds less than one."""
+    several frame pairs (with Fast DDS's defaults less than one), and its idle shared-memory
+    listeners wake every 30 ms, a third of the profile's healthy-check timeout (Fast DDS's
+    default: every 333 ms), so that another participant opening its port waits at most
+    30 ms for the liveness check (see fastdds_frames.xml)."""
     env = {k: v for k, v in os.environ.items() if k not in ("FASTDDS_DEFAULT_PROFILES_FILE",
                                                               "FASTRTPS_DEFAULT_PROFILES_FILE")}
     env["RMW_IMPLEMENTATION"] = "rmw_fastrtps_cpp"
@@ -75,10 +95,13 @@ def test_participant_gets_the_profile_segment(with_profile):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "XMLPARSER" not in out.stderr and "XMLPARSER" not in out.stdout, out.stderr[-2000:]
     largest = int(next(line for line in out.stdout.splitlines() if line.startswith("LARGEST")).split()[1])
+    wakes = float(next(line for line in out.stdout.splitlines() if line.startswith("IDLE_WAKES_PER_S")).split()[1])
     if with_profile:
         assert largest >= 4 * FRAME_PAIR
+        assert 20.0 <= wakes <= 40.0, wakes  # every 30 ms
     else:
         assert 0 < largest < FRAME_PAIR
+        assert 1.0 <= wakes <= 5.0, wakes  # every 333 ms
 
 
 def test_successive_domains_differ():
@@ -92,3 +115,36 @@ def test_successive_domains_differ():
             seen.append(did)
     assert len(set(seen)) == 5, seen
     assert all(1 <= did <= 100 for did in seen), seen
+
+
+def test_stale_shared_memory_files_are_those_no_process_uses(tmp_path):
+    """Files a live process maps (a port) or holds open (a lock file) are kept, in this
+    process or in another; the rest of Fast DDS's files are stale; other files are not
+    touched."""
+    import mmap
+
+    from captain_perception.nodes.dds_profile import remove_stale_shm, stale_shm_files
+
+    for name in ("fastdds_port7001", "fastdds_port7002", "fastdds_port7003", "fastdds_port7001_el",
+                 "sem.fastdds_port7003_mutex", "fastdds_0123456789abcdef", "other_file"):
+        (tmp_path / name).write_bytes(b"\0" * 4096)
+    with open(tmp_path / "fastdds_port7001", "r+b") as port, open(tmp_path / "fastdds_port7001_el", "rb"):
+        mapped = mmap.mmap(port.fileno(), 4096)
+        holder = subprocess.Popen(  # another process maps the segment
+            [sys.executable, "-c", "import mmap, sys, time\n"
+             f"f = open({str(tmp_path / 'fastdds_0123456789abcdef')!r}, 'r+b')\n"
+             "m = mmap.mmap(f.fileno(), 4096); f.close(); print('MAPPED', flush=True); time.sleep(60)"],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline().strip() == "MAPPED"
+            stale = {path.name for path in stale_shm_files(tmp_path)}
+            assert stale == {"fastdds_port7002", "fastdds_port7003", "sem.fastdds_port7003_mutex"}
+            assert {path.name for path in remove_stale_shm(tmp_path)} == stale
+        finally:
+            holder.kill()
+            holder.wait()
+        mapped.close()
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "fastdds_0123456789abcdef", "fastdds_port7001", "fastdds_port7001_el", "other_file"]
+    assert {path.name for path in stale_shm_files(tmp_path)} == {
+        "fastdds_0123456789abcdef", "fastdds_port7001", "fastdds_port7001_el"}

@@ -76,3 +76,52 @@ def fresh_domain() -> Iterator[int]:
 
     with domain_id(selector=next_domain) as did:
         yield did
+
+
+def stale_shm_files(shm_dir: Path = Path("/dev/shm")) -> list[Path]:
+    """This user's Fast DDS shared-memory files in ``shm_dir`` (segments, ports, their lock
+    files and named mutexes) that no running process has mapped or open.
+
+    A process that exits cleanly removes its files; a killed one leaves them, and a port file
+    also stays when one of its writers was killed. Such a port keeps the settings of the
+    process that created it, among them the healthy-check timeout (``fastdds_frames.xml``),
+    and the metatraffic ports (7000 and up, whatever the domain) are reused by every later
+    participant on the machine. ``fastdds shm clean`` removes only the files whose owner's
+    lock is released, not those ports. Removing a file while a process is just opening it
+    would leave that process on an orphaned copy: remove them when no ROS 2 process is
+    starting (before a test session, before bringing up a robot)."""
+    uid = os.getuid()
+    prefix = str(shm_dir).rstrip("/") + "/"
+    try:
+        candidates = [path for path in shm_dir.iterdir()
+                      if path.name.startswith(("fastdds_", "sem.fastdds_")) and path.stat().st_uid == uid]
+    except FileNotFoundError:
+        return []
+    in_use: set[str] = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            with open(proc / "maps") as maps:
+                for line in maps:
+                    at = line.find(prefix)
+                    if at >= 0:
+                        in_use.add(line[at:].rstrip("\n").removesuffix(" (deleted)"))
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target.startswith(prefix):
+                        in_use.add(target)
+        except OSError:
+            continue  # gone meanwhile, or another user's (it cannot write this user's files)
+    return sorted(path for path in candidates if str(path) not in in_use)
+
+
+def remove_stale_shm(shm_dir: Path = Path("/dev/shm")) -> list[Path]:
+    """Remove ``stale_shm_files(shm_dir)``; returns what was removed."""
+    removed = []
+    for path in stale_shm_files(shm_dir):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed.append(path)
+    return removed
