@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from captain_bringup.cli import bench as bench_cli
 from captain_bringup.cli.main import SUBCOMMANDS, app
 
-EXPECTED = {"demo", "run", "rollout", "bench", "bringup", "datagen", "sft", "rl", "eval", "model", "serve"}
+EXPECTED = {"demo", "run", "rollout", "bench", "bringup", "dds-clean", "datagen", "sft", "rl", "eval", "model", "serve"}
 
 
 def test_help_lists_every_subcommand() -> None:

@@ -25,6 +25,8 @@ SUBCOMMANDS: tuple[tuple[str, str, str], ...] = (
      "Benchmarks: print a table, then one JSON line of figures."),
     ("bringup", "captain_bringup.cli.bringup:bringup",
      "Run the ROS 2 nodes of sim, xr1_twin or xr1_real, one process per node group."),
+    ("dds-clean", "captain_perception.nodes.dds_profile:clean_command",
+     "Remove Fast DDS shared-memory files no running process uses (left by killed processes)."),
     ("datagen", "captain_training.datagen.cli:datagen",
      "Turn recorded episodes into CaPtain-SFT-Data rows."),
     ("sft", "captain_training.sft.cli:app",

@@ -125,3 +125,13 @@ def remove_stale_shm(shm_dir: Path = Path("/dev/shm")) -> list[Path]:
             path.unlink()
             removed.append(path)
     return removed
+
+
+def clean_command(dry_run: bool = False) -> None:
+    """Remove the Fast DDS shared-memory files in /dev/shm that no running process uses
+    (left by killed processes; a port file keeps the settings of the process that created
+    it). Run it when no ROS 2 process is starting, e.g. before bringing up a robot."""
+    stale = stale_shm_files() if dry_run else remove_stale_shm()
+    for path in stale:
+        print(path)
+    print(f"{len(stale)} stale Fast DDS shared-memory files {'found' if dry_run else 'removed'}")
