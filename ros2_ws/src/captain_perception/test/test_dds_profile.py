@@ -51,14 +51,15 @@ import glob, os, sys, time, rclpy
 def segments():
     return {n: os.stat('/dev/shm/' + n).st_size for n in os.listdir('/dev/shm') if n.startswith('fastdds_')}
 def shm_thread_sleeps():
-    # voluntary context switches of each shared-memory receive thread (not the watchdog)
+    # voluntary context switches of each shared-memory receive thread, by its port number
     found = {}
     for task in glob.glob('/proc/self/task/*'):
         with open(task + '/comm') as f:
             name = f.read().strip()
         if name.startswith('dds.shm.') and name != 'dds.shm.wdog':
             with open(task + '/status') as f:
-                found[task] = next(int(l.split()[1]) for l in f if l.startswith('voluntary_ctxt_switches'))
+                found[int(name.split('.')[-1])] = next(
+                    int(l.split()[1]) for l in f if l.startswith('voluntary_ctxt_switches'))
     return found
 before = segments()
 rclpy.init()
@@ -70,7 +71,7 @@ first, t0 = shm_thread_sleeps(), time.monotonic()
 time.sleep(2.0)
 last, t1 = shm_thread_sleeps(), time.monotonic()
 # this domain's user-traffic port (the other, 7000 and up, may be a file another process left)
-user = max((t for t in first if t in last), key=lambda t: int(open(t + '/comm').read().strip().split('.')[-1]))
+user = max(port for port in first if port in last)
 print('IDLE_WAKES_PER_S', (last[user] - first[user]) / (t1 - t0), flush=True)
 node.destroy_node()
 rclpy.shutdown()
