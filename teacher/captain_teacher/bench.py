@@ -20,7 +20,7 @@ TEACHER = "captain_teacher.policy:make_teacher"
 
 
 def run(suite: str = "libero_spatial", tasks: str = "0-1", states: str = "11", workers: int = 1,
-        seed: int = 0, out_dir: str | None = None, per_task: bool = False, **_: Any) -> dict[str, float]:
+        seed: int = 0, out_dir: str | None = None, per_task: bool = False) -> dict[str, float]:
     """Roll the teacher out on ``suite``/``tasks`` x ``states`` and return the figures.
 
     Args:

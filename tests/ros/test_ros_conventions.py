@@ -198,6 +198,9 @@ def test_use_sim_time_node_clock_follows_clock_while_timers_keep_going(stack) ->
         assert time.time() - stamp > 1e6
         values = {kv.key: kv.value for status in last.status for kv in status.values}
         assert values["use_sim_time"] == "True"
+        # ... set by the harness itself, not through a subscription to its own /clock
+        readers = {i.node_name for i in client.node.get_subscriptions_info_by_topic("/clock")}
+        assert "harness" not in readers and "perception" in readers, readers
     finally:
         client.node.destroy_subscription(sub)
 

@@ -14,8 +14,8 @@
   initial states ``0..episodes-1``), one at a time, sent to the bringup's ``run_episode``
   action as ``captain rollout --stacks`` does (records copied back included) and run in
   process as ``captain rollout`` does (a robot built per episode); wall time of each
-  batch. ``strict_success_*`` and ``mean_requests_*`` show that both did the same work
-  (the teacher's episodes are not reproducible call for call, so requests can differ).
+  batch. The teacher is seeded (``policy_seed``), so both batches run the same episodes call
+  for call; ``strict_success_*`` and ``mean_requests_*`` show that they did.
 
 The ROS calls run against the bringup just measured, on an isolated ROS domain with
 discovery on localhost (Fast DDS).
@@ -23,7 +23,8 @@ discovery on localhost (Fast DDS).
 Options: ``driver`` (the harness driver of the measured stack, default: the sim
 overlay's), ``calls`` (default 200), ``ready_timeout_s`` (default 300), ``episodes``
 (default 4; 0 skips the episode figures), ``task`` (default ``tabletop/cube_on_plate``),
-``policy`` (default ``teacher``).
+``policy`` (default ``teacher``), ``policy_seed`` (the teacher's ``seed`` option, default 0;
+-1 lets every episode draw a style of its own, so the two batches differ in their requests).
 """
 
 from __future__ import annotations
@@ -75,12 +76,13 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.kill()
 
 
-def _episode_batch(where: str, task: str, episodes: int, policy: str, records: str) -> dict[str, Any]:
+def _episode_batch(where: str, task: str, episodes: int, policy: str, records: str,
+                   policy_seed: int = 0) -> dict[str, Any]:
     """One batch of the same teacher episodes: over ROS on the running bringup (no
     namespace), or in process."""
     from captain_harness.core.episode.policy.registry import PolicySpec
 
-    spec = PolicySpec(policy, {})
+    spec = PolicySpec(policy, {"seed": int(policy_seed)} if policy == "teacher" and int(policy_seed) >= 0 else {})
     states = list(range(episodes))
     if where == "ros":
         from captain_harness.nodes.stack_client import rollout_on_stacks
@@ -105,7 +107,8 @@ def _episode_figures(batches: dict[str, dict[str, Any]], episodes: int) -> dict[
 
 
 def run(driver: str | None = None, calls: int = 200, ready_timeout_s: float = 300.0, episodes: int = 4,
-        task: str = "tabletop/cube_on_plate", policy: str = "teacher", **_: Any) -> dict[str, float]:
+        task: str = "tabletop/cube_on_plate", policy: str = "teacher", policy_seed: int = 0
+        ) -> dict[str, float]:
     """The figures (see the module docstring)."""
     import shutil
     import tempfile
@@ -149,7 +152,7 @@ def run(driver: str | None = None, calls: int = 200, ready_timeout_s: float = 30
             client.close()
             client = None
             if episodes > 0:
-                batches["ros"] = _episode_batch("ros", task, int(episodes), policy, records)
+                batches["ros"] = _episode_batch("ros", task, int(episodes), policy, records, int(policy_seed))
         finally:
             if client is not None:
                 client.close()
@@ -169,7 +172,8 @@ def run(driver: str | None = None, calls: int = 200, ready_timeout_s: float = 30
     figures["ros_hold_ms_median"] = round(ros_action, 3)
     figures["calls"] = float(calls)
     if episodes > 0:  # in process once the bringup has stopped: neither batch shares the CPU with the other
-        batches["in_process"] = _episode_batch("in_process", task, int(episodes), policy, records)
+        batches["in_process"] = _episode_batch("in_process", task, int(episodes), policy, records,
+                                               int(policy_seed))
         figures.update(_episode_figures(batches, int(episodes)))
     shutil.rmtree(records, ignore_errors=True)
     return figures

@@ -44,3 +44,19 @@ def test_bench_options_parse_json_values() -> None:
         "episodes": 3, "suite": "libero_spatial", "fast": True}
     with pytest.raises(typer.BadParameter, match="key=value"):
         bench_cli.parse_options(["episodes"])
+
+
+def test_bench_refuses_an_option_the_benchmark_does_not_take() -> None:
+    result = CliRunner().invoke(app, ["bench", "ros", "-o", "episode=8"], env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert "no option(s) episode" in result.output and "episodes" in result.output
+    result = CliRunner().invoke(app, ["bench", "teacher", "--quick"], env={"COLUMNS": "200"})
+    assert result.exit_code == 2 and "takes no --quick" in result.output
+
+
+def test_bench_options_pass_through_to_a_benchmark_that_checks_its_own() -> None:
+    def own(**options: object) -> dict[str, float]:
+        return {}
+
+    bench_cli.check_options(own, {"anything": 1})
+    bench_cli.check_options(lambda episodes=4, quick=False: {}, {"episodes": 8, "quick": True})

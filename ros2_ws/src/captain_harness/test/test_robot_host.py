@@ -235,6 +235,28 @@ def test_latest_state_never_waits_for_a_thread_that_holds_the_driver() -> None:
         assert result == [None]
 
 
+def test_latest_state_shares_a_recent_reading_of_a_simulated_driver() -> None:
+    """``max_age_s``: publishers of one tick share one reading of a simulated driver (no
+    second read while it is that recent); an older one is read again; a real driver is
+    always read again (its stamps are the reading's wall time)."""
+    with _holding_mock() as (inner, driver):
+        assert inner.simulated
+        driver.advance()
+        taken = driver.read_state()
+        assert driver.latest_state(max_age_s=5.0) is taken
+        driver.advance()  # the driver moved on; the kept reading is still recent enough
+        assert driver.latest_state(max_age_s=5.0) is taken
+        assert driver.latest_state().time_s > taken.time_s  # no max age: read now
+        time.sleep(0.03)
+        later = driver.latest_state(max_age_s=0.01)  # too old: read again
+        assert later is not taken and later.time_s > taken.time_s
+        driver.reset()
+        assert driver.latest_state(max_age_s=5.0) is not later  # never a reading from before a reset
+        driver.simulated = False
+        kept = driver.read_state()
+        assert driver.latest_state(max_age_s=5.0) is not kept
+
+
 def test_locked_driver_keeps_the_description_until_a_reset_or_transition() -> None:
     inner = _construct("mock", {}, {"image_size_px": 32})
     reads: list[int] = []

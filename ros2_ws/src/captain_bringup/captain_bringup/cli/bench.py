@@ -8,6 +8,7 @@ measures, returning figures whose key names carry their units (``ik_median_us``,
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import time
 from typing import Any
@@ -48,6 +49,19 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
     return options
 
 
+def check_options(fn: Any, options: dict[str, Any]) -> None:
+    """Refuse keys ``fn`` has no parameter for (a benchmark taking ``**options`` checks its
+    own), so a misspelt option is an error instead of a run with the default."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = sorted(set(options) - set(params))
+    if unknown:
+        valid = ", ".join(n for n in params if n != "quick")
+        what = "--quick" if unknown == ["quick"] else "option(s) " + ", ".join(unknown)
+        raise typer.BadParameter(f"this benchmark takes no {what}; its options: {valid}")
+
+
 def render(name: str, figures: dict[str, float], elapsed_s: float) -> str:
     """The table followed by the JSON line."""
     width = max([len(k) for k in figures] + [6])
@@ -73,6 +87,7 @@ def _make_command(name: str, target: str, what: str) -> None:
         options = parse_options(option)
         if quick:
             options["quick"] = True
+        check_options(fn, options)
         started = time.perf_counter()
         figures = fn(**options)
         typer.echo(render(name, figures, time.perf_counter() - started))

@@ -19,6 +19,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from captain_backends.core.driver import LifecycleState as DriverState
 from captain_backends.nodes import xr1_messages as xm
+from captain_harness.nodes.robot_state_publisher import SHARED_READING_S
 from captain_harness.nodes.ros_params import camera_qos
 
 
@@ -69,7 +70,8 @@ class SensorPublishers:
         if driver is None or driver.lifecycle_state not in (DriverState.INACTIVE, DriverState.ACTIVE):
             return None, None
         try:
-            return driver, driver.latest_state()  # never waits for a motion (``LockedDriver``)
+            # never waits for a motion; shares a fresh reading with the /tf tick
+            return driver, driver.latest_state(max_age_s=SHARED_READING_S)
         except Exception:  # a driver swap or fault; the next tick retries
             return driver, None
 

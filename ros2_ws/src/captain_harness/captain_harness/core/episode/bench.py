@@ -110,7 +110,7 @@ def _backend(request: BackendRequest) -> Backend:
 
 
 def run(
-    requests: int = 30, isolation: str = "auto", frame_px: int = 512, policy: str = "openai", **_: Any
+    requests: int = 30, isolation: str = "auto", frame_px: int = 512, policy: str = "openai"
 ) -> dict[str, float]:
     """Run one benchmark episode; returns figures with units in their names.
 

@@ -82,6 +82,7 @@ class LockedDriver(RobotDriver):
         self._pace_origin: tuple[float, float] | None = None  # (wall s, driver s) of the pacing reference
         self._driver_s = 0.0
         self._latest: RobotState | None = None  # the last reading of anyone, None after a reset
+        self._latest_wall_s = 0.0  # when it was taken (time.monotonic)
         self._description: RobotDescription | None = None  # kept until the next lifecycle change or reset
 
     def __getattr__(self, name: str) -> Any:
@@ -143,14 +144,23 @@ class LockedDriver(RobotDriver):
     def read_state(self) -> RobotState:
         with self.lock:
             state = self.inner.read_state()
-            self._latest = state
+            self._latest, self._latest_wall_s = state, time.monotonic()
             return state
 
-    def latest_state(self) -> RobotState | None:
+    def latest_state(self, max_age_s: float = 0.0) -> RobotState | None:
         """A reading without waiting for the lock: a fresh one when no other thread holds
         the driver, otherwise the last one any caller took (a motion loop reads every
         control cycle; ``time_s`` says when it was taken). None while another thread holds
-        the driver and no reading was taken since the last lifecycle transition or reset."""
+        the driver and no reading was taken since the last lifecycle transition or reset.
+
+        ``max_age_s`` (s of wall time, simulated drivers only): a reading taken at most
+        this long ago is returned as it is, without reading the driver again (publishers
+        of one tick share one reading; during a motion they take the motion loop's).
+        Stamps come from the reading's own simulated time, so they stay true."""
+        latest = self._latest
+        if (max_age_s > 0.0 and self.simulated and latest is not None
+                and time.monotonic() - self._latest_wall_s <= max_age_s):
+            return latest
         if not self.lock.acquire(blocking=False):
             return self._latest
         try:
