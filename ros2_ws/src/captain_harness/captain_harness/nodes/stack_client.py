@@ -113,7 +113,10 @@ class StackFleet:
     def connect(self, stack: str) -> None:
         """Discover the stack's ``run_episode`` and have it answer a goal it refuses (a goal
         without task or instruction), so that its replies reach this client (Fast DDS can
-        drop the first reply to a client the server has just discovered).
+        drop the first reply to a client the server has just discovered: the server has
+        not yet matched the client's reply reader). Unanswered probes are sent again after
+        0.1 s, doubling up to 2 s (a fixed 2 s wait made the first dropped reply cost 2 s
+        of every batch that met it).
 
         Raises:
             StackUnavailable: not discovered or no answer within ``connect_timeout_s``.
@@ -125,9 +128,12 @@ class StackFleet:
         if not action.wait_for_server(timeout_sec=self.timeouts.connect_timeout_s):
             raise StackUnavailable(f"{stack}: no run_episode action within {self.timeouts.connect_timeout_s:g} s; "
                                    "is `captain bringup` running in that namespace and ROS_DOMAIN_ID?", retire=True)
+        wait_s = 0.1  # a dropped reply is asked again soon: 0.1 s, doubling up to 2 s
         while time.monotonic() < deadline:
             future = action.send_goal_async(self._RunEpisode.Goal())
-            if self._wait(future, min(2.0, deadline - time.monotonic())):
+            answered = self._wait(future, min(wait_s, deadline - time.monotonic()))
+            wait_s = min(2.0, 2.0 * wait_s)
+            if answered:
                 handle = future.result()
                 if handle.accepted:  # cannot happen with the shipped runner; do not leave it running
                     handle.cancel_goal_async()
