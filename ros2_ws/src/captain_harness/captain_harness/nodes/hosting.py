@@ -63,7 +63,11 @@ def handoff_executor_class() -> type:
     Each timer tick, ``/clock`` message or service request then cost milliseconds of CPU
     and slowed a motion running in another thread of the same process. Waiting for the
     start changes nothing else: a callback that cannot start (every worker busy) could not
-    run any sooner, and the wait ends when the executor shuts down."""
+    run any sooner, and the wait ends when the executor shuts down.
+
+    ``/clock`` messages (rclpy's time source with ``use_sim_time``) are handled by the
+    waiting thread itself: setting the node's clock takes microseconds, less than handing
+    it to a worker and waiting for the worker to start."""
     if _HANDOFF:
         return _HANDOFF[0]
     from rclpy.executors import (
@@ -78,8 +82,12 @@ def handoff_executor_class() -> type:
         def _spin_once_impl(self, timeout_sec: Any = None, wait_condition: Callable[[], bool] = lambda: False
                             ) -> None:
             try:
-                handler, _entity, _node = self.wait_for_ready_callbacks(timeout_sec, None, wait_condition)
+                handler, entity, _node = self.wait_for_ready_callbacks(timeout_sec, None, wait_condition)
             except (ExternalShutdownException, ShutdownException, TimeoutException, ConditionReachedException):
+                return
+            if getattr(entity, "topic_name", None) == "/clock":
+                handler()  # rclpy's time source: a few microseconds, not worth two thread hand-offs
+                handler.result()  # raise any exception
                 return
             started = threading.Event()
 
