@@ -81,14 +81,16 @@ MAX_SET_ASIDE_REACH_M = 0.70
 
 
 def free_spot(scene: SceneView, obj: str, avoid: Iterable[np.ndarray], rng: np.random.Generator,
-              keep_away_m: float = 0.13, seen: Callable[[np.ndarray], bool] | None = None) -> np.ndarray | None:
+              keep_away_m: float = 0.13, seen: Callable[[np.ndarray], bool] | None = None,
+              avoid_boxes: Iterable[Box] = ()) -> np.ndarray | None:
     """A point on the table, within comfortable reach, at least ``keep_away_m`` from every
     other object's footprint and from the ``avoid`` points, preferring ``COMFORTABLE_REACH_M``;
+    ``avoid_boxes`` (e.g. where an open drawer will be) are kept away from like objects;
     with ``seen``, only a point it accepts (a camera sees it, so the spot can be clicked);
     None when there is none."""
     box = scene.box(obj)
     support_z = box.bottom_z_m
-    others = [scene.box(n) for n in scene.names() if n != obj]
+    others = [scene.box(n) for n in scene.names() if n != obj] + list(avoid_boxes)
     avoid = [np.asarray(p, float)[:2] for p in avoid]
     best, best_score = None, -math.inf
     for x in np.arange(0.36, 0.70, 0.03):

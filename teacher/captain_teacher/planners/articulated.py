@@ -19,7 +19,7 @@ import numpy as np
 from captain_harness.core.geometry import matrix_to_quat
 from captain_teacher.boxes import rot_z
 from captain_teacher.cells import num, vec
-from captain_teacher.clearance import HAND_HALF_LENGTH_M
+from captain_teacher.clearance import HAND_HALF_LENGTH_M, movable
 from captain_teacher.context import HEAD, WRIST, Step, TeacherContext, quat_matrix
 from captain_teacher.fixtures import Drawer, drawer_box, drawer_for_region, drawers
 from captain_teacher.objects import kind_of, label_of
@@ -72,6 +72,61 @@ def side_quat(pointing_xy: np.ndarray, jaw_vertical: bool = True, reference: np.
     return best[1]
 
 
+#: Fingers tipped this far down while pulling a drawer whose path has something low
+#: beside it (``_low_beside_pull``): a level hand with its jaws up-down reaches about
+#: ``HAND_HALF_WIDTH_M`` below the handle, a tipped one rides higher behind it.
+PULL_TILT_RAD = math.radians(15.0)
+#: A tipped hand's pads slide about a centimetre along the bar's round front while
+#: pulling, so its pull aims this much further (m; the drawer's end stop is 16 cm out).
+TIPPED_EXTRA_TRAVEL_M = 0.008
+#: Half the hand's width along its jaw axis, m.
+HAND_HALF_WIDTH_M = 0.09
+
+
+def _palm_axis(pull: np.ndarray, tilt_rad: float) -> np.ndarray:
+    """Unit vector from the fingertips back to the palm of a hand pulling along ``pull``
+    with its fingers tipped ``tilt_rad`` down into the cabinet."""
+    p = np.array([pull[0], pull[1], 0.0]) / float(np.linalg.norm(pull[:2]))
+    return math.cos(tilt_rad) * p + math.sin(tilt_rad) * np.array([0.0, 0.0, 1.0])
+
+
+def tipped_side_quat(pull: np.ndarray, tilt_rad: float) -> np.ndarray:
+    """``side_quat(-pull)`` turned about the bar (the horizontal across the pull) so the
+    fingers point ``tilt_rad`` down into the cabinet; the jaws still close across the bar."""
+    R = quat_matrix(side_quat(-pull))
+    axis = np.cross(np.array([pull[0], pull[1], 0.0]), np.array([0.0, 0.0, 1.0]))
+    axis /= float(np.linalg.norm(axis))
+    best = None
+    for sign in (1.0, -1.0):
+        Rt = _axis_angle(axis, sign * tilt_rad) @ R
+        if best is None or Rt[2, 2] < best[0]:  # the fingers (tool z) pointing further down
+            best = (float(Rt[2, 2]), Rt)
+    return matrix_to_quat(best[1])
+
+
+def _low_beside_pull(ctx: TeacherContext, d: Drawer, pull: np.ndarray) -> str | None:
+    """Something (another fixture or an object) whose footprint lies where a level hand
+    pulling ``d`` open would be near the end of the pull (up to a hand's length behind the
+    handle's final place, within ``HAND_HALF_WIDTH_M`` sideways) and whose top is above
+    the hand's lower edge; None when the path is clear."""
+    scene = ctx.scene
+    handle = d.handle_m(scene)
+    p = np.array([pull[0], pull[1]]) / float(np.linalg.norm(pull[:2]))
+    side = np.array([-p[1], p[0]])
+    lowest = float(handle[2]) - HAND_HALF_WIDTH_M
+    samples = [handle[:2] + p * t + side * u for t in np.arange(0.06, DRAWER_TRAVEL_M + 0.14, 0.02)
+               for u in (-0.05, 0.0, 0.05)]
+    for name in scene.names():
+        if name == d.cabinet or name in scene.held_names:
+            continue
+        b = scene.box(name)
+        if b.top_z_m <= lowest + 0.01:
+            continue
+        if min(xy_distance_to_box(np.append(q, 0.0), b) for q in samples) < 0.005:
+            return name
+    return None
+
+
 def _qcode(q: np.ndarray) -> str:
     return vec(q, 4)
 
@@ -98,6 +153,46 @@ def in_drawer_way(ctx: TeacherContext, region: str, obj: str) -> bool:
     box = drawer_box(ctx.scene, d.with_position(-DRAWER_TRAVEL_M))
     near = xy_distance_to_box(ctx.scene.box(obj).center_m, box)
     return near < HAND_HALF_LENGTH_M + 0.05
+
+
+#: An object whose footprint comes this close (m) to where a drawer will be once open
+#: stands in the way of opening it: the drawer, or the hand pulling it, would push it.
+PULL_CLEARANCE_M = 0.02
+
+
+def pull_obstacles(ctx: TeacherContext, region: str) -> list[str]:
+    """Movable objects in the way of opening the (closed) drawer of ``region``: reaching
+    into the height of the drawer's body, within ``PULL_CLEARANCE_M`` of the open drawer's
+    footprint, not inside the drawer itself. Such an object is set aside first (a wine
+    bottle in front of a LIBERO-PRO cabinet stopped the pull 0.4 cm short of open)."""
+    scene = ctx.scene
+    d = drawer_for_region(scene, region)
+    if d is None or d.position_m <= DRAWER_OPEN_BELOW_M:
+        return []
+    open_box = drawer_box(scene, d.with_position(-DRAWER_TRAVEL_M))
+    closed_box = drawer_box(scene, d)
+    out = []
+    for name in scene.names():
+        if not movable(name) or name in scene.held_names:
+            continue
+        b = scene.box(name)
+        if closed_box.contains(b.center_m) or b.bottom_z_m > open_box.top_z_m or b.top_z_m <= open_box.bottom_z_m:
+            continue  # inside the drawer, or above or below it (a low bowl under a raised drawer)
+        if xy_distance_to_box(b.center_m, open_box) - float(np.max(b.half_m[:2])) < PULL_CLEARANCE_M:
+            out.append(name)
+    return out
+
+
+def clear_pull(ctx: TeacherContext, region: str, obj: str) -> Plan:
+    """Set an object aside that stands where the drawer of ``region`` will be once open."""
+    d = drawer_for_region(ctx.scene, region)
+    if d is None:
+        return
+    box = drawer_box(ctx.scene, d.with_position(-DRAWER_TRAVEL_M))
+    reason = (f"The {label_of(obj)} stands where the {d.level} drawer of the {label_of(d.cabinet)} will be once it is "
+              f"open: pulling the drawer would push the {label_of(obj)} over or jam against it. I'll first set the "
+              f"{label_of(obj)} aside on a free spot of the table.")
+    yield from move_aside(ctx, obj, [], d.cabinet, reason=reason, avoid_boxes=[box])
 
 
 def clear_drawer_way(ctx: TeacherContext, region: str, obj: str) -> Plan:
@@ -198,25 +293,34 @@ def drawer(ctx: TeacherContext, op: str, d: Drawer, attempt: int = 0) -> Plan:
     if op != "open":
         yield from _push_closed(ctx, d, pull, attempt)
         return
-    q_side = side_quat(-pull)
+    low = _low_beside_pull(ctx, d, pull)
+    q_side = side_quat(-pull) if low is None else tipped_side_quat(pull, PULL_TILT_RAD)
     mid = _turning_spot(ctx, d.handle_m(scene), pull)
     speed = num(st.approach_speed_m_s)
     ctx.tcp_quaternion = q_side
+    tip = math.degrees(PULL_TILT_RAD)
+    travel = DRAWER_TRAVEL_M if low is None else DRAWER_TRAVEL_M + TIPPED_EXTRA_TRAVEL_M
     lines = [
         f"pull = np.array([{num(pull[0])}, {num(pull[1])}, 0.0])  # the drawer slides out {direction_words(pull)}",
-        f"q_side = {_qcode(q_side)}  # hand horizontal, fingers into the {cab}, jaws closing up-down",
+        f"q_side = {_qcode(q_side)}  # hand horizontal, fingers into the {cab}, jaws closing up-down" if low is None
+        else f"q_side = {_qcode(q_side)}  # fingers into the {cab} tipped {num(tip)} deg down, jaws across the bar",
         f"mid = np.array({vec(mid)})  # a clear spot to turn the hand",
         f"r = go(mid, downq(0.0), speed={speed})",
         'r = robot.move_to(mid.tolist(), q_side, angular=0.6)\nprint("turned:", r["success"])',
-        "pre = handle + 0.08 * pull",
+        "pre = handle + 0.08 * pull" if low is None else
+        f"out = np.array({vec(_palm_axis(pull, PULL_TILT_RAD), 4)})  # from the fingertips back to the palm\n"
+        "pre = handle + 0.08 * out",
         f"r = go([pre[0], pre[1], mid[2]], q_side, speed={speed})  # above the spot in front of the handle",
         f"r = go(pre, q_side, speed={speed})",
         'if r["success"]:\n    r = go(handle - 0.006 * pull, q_side, speed=0.03)',
         'c = robot.move_to(gripper="close")\nprint("gripping the handle:", val(c, "held"))',
-        f'r = go(handle - 0.006 * pull + {num(DRAWER_TRAVEL_M)} * pull, q_side, speed=0.03, mode="manipulation")',
+        f'r = go(handle - 0.006 * pull + {num(travel)} * pull, q_side, speed=0.03, mode="manipulation")',
         'print("pulled:", r["success"], (r.get("value") or {}).get("stopped_reason"))',
         'robot.move_to(gripper="open")',
-        "back = np.array(robot.get_robot_state()['value']['end_effector_position_m']) + 0.06 * pull",
+        "held_at = np.array(robot.get_robot_state()['value']['end_effector_position_m'])  # where the pull ended",
+        'print("the hand pulled the handle about", round((float(np.dot(held_at - handle, pull)) + 0.006) * 100, 1), '
+        '"cm")',
+        "back = held_at + 0.06 * pull" if low is None else "back = held_at + 0.06 * out  # back along the fingers",
         f"r = go(back, q_side, speed={speed})",
         f"r = go([back[0], back[1], mid[2]], q_side, speed={speed})",
         f"r = go(mid, q_side, speed={speed})",
@@ -225,12 +329,61 @@ def drawer(ctx: TeacherContext, op: str, d: Drawer, attempt: int = 0) -> Plan:
     ]
     reasoning = (f"The handle faces the robot, so I'll turn the hand horizontal at a clear spot, reach the bar with "
                  f"the fingers pointing into the {cab}, close on it and pull the drawer out "
-                 f"{num(DRAWER_TRAVEL_M * 100)} cm in manipulation mode.")
+                 f"{num(travel * 100)} cm in manipulation mode.")
+    if low is not None:
+        reasoning += (f" The {label_of(low)} is low beside the drawer's path: a level hand reaches down to the table "
+                      f"and would meet it near the end of the pull, so the fingers point {num(tip)} deg down into the "
+                      "drawer and the palm rides higher; I reach the bar and back off along the fingers.")
     fb = yield Step(reasoning, ["\n".join(lines)])
     ctx.tcp_quaternion = TOP_DOWN.copy()
     now = next(x for x in drawers(ctx.scene) if x.joint == d.joint)
     if now.position_m > DRAWER_OPEN_BELOW_M and attempt == 0 and ctx.actions_left() > 12:
-        yield from _drawer_again(ctx, op, now, fb)
+        if -now.position_m >= NUDGE_FROM_M:
+            yield from _nudge_open(ctx, pull, stopped="pulled: True" not in getattr(fb, "text", ""))
+        else:
+            yield from _drawer_again(ctx, op, now, fb)
+
+
+#: A pull that got the drawer at least this far out (m) but not fully open is finished by
+#: pressing the drawer's front panel outward from inside instead of taking the handle again
+#: (on LIBERO-PRO's swapped goal layout the hand pulling the middle drawer meets the
+#: stove's burner 13-14 cm out, and the handle is then hard to reach again).
+NUDGE_FROM_M = 0.09
+#: Closed fingertips go down this far behind the handle (inside the open drawer, behind
+#: its front panel) and press the panel outward by ``NUDGE_PUSH_M``, m.
+NUDGE_INSIDE_M = 0.055
+NUDGE_PUSH_M = 0.06
+
+
+def _nudge_open(ctx: TeacherContext, pull: np.ndarray, stopped: bool = True) -> Plan:
+    """Finish opening a drawer that came most of the way out: closed fingertips, the hand
+    top-down, go down inside the drawer just behind its front panel and press the panel
+    outward (the hand stays above the drawer, clear of low things beside it). ``stopped``:
+    the pull ended before its full travel (else the grip slid along the bar)."""
+    speed = num(ctx.style.approach_speed_m_s)
+    ctx.tcp_quaternion = TOP_DOWN.copy()
+    ctx.flags.append({"request_index": ctx.request_index, "recovery": "drawer_not_opened"})
+    lines = [
+        'robot.move_to(gripper="close")',
+        f"inside = held_at - {num(NUDGE_INSIDE_M, 3)} * pull  # inside the open drawer, behind its front panel",
+        f"r = go(inside + [0, 0, 0.15], downq(0.0), speed={speed})",
+        'if r["success"]:\n    r = go(inside - [0, 0, 0.01], downq(0.0), speed=0.03)',
+        f'if r["success"]:  # press the front panel outward from inside\n    r = go(inside - [0, 0, 0.01] + '
+        f'{num(NUDGE_PUSH_M, 3)} * pull, downq(0.0), speed=0.03, mode="manipulation")',
+        'pv = r.get("value") or {}\nprint("pressed out:", pv.get("stopped_reason"), '
+        'round(pv.get("executed_distance_m") or 0.0, 3))',
+        "up = np.array(val(robot.get_robot_state(), 'end_effector_position_m')) + [0, 0, 0.15]",
+        f"r = go(up, downq(0.0), speed={speed})",
+        f"r = go(home, downq(0.0), speed={speed})",
+    ]
+    why = ("The pull stopped before its full travel (the cell printed how far the hand got): the drawer came most of "
+           "the way out, not all of it." if stopped else
+           "The pull ran its full travel, but a grip that slides along the bar brings the drawer out a little less "
+           "than the hand, and this drawer needs its whole travel.")
+    reasoning = (f"{why} Rather than taking the handle again, I'll reach into the open drawer from above with closed "
+                 f"fingertips just behind its front panel and press the panel {num(NUDGE_PUSH_M * 100)} cm further "
+                 "out; the hand stays above the drawer.")
+    yield Step(reasoning, ["\n".join(lines)])
 
 
 def pushing_quat(pull: np.ndarray, tilt_rad: float = PUSH_TILT_RAD) -> np.ndarray:

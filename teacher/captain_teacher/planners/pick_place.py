@@ -12,10 +12,12 @@ the grasp is measured again while held; a release off target is picked up again.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 
+from captain_teacher.boxes import Box
 from captain_teacher.cells import num
 from captain_teacher.clearance import free_spot, movable
 from captain_teacher.context import HEAD, Step, TeacherContext
@@ -56,10 +58,11 @@ def pick_and_place(ctx: TeacherContext, obj: str, dest: Destination, *, first: b
 
 
 def move_aside(ctx: TeacherContext, name: str, avoid: list[np.ndarray], for_obj: str,
-               reason: str | None = None) -> Plan:
-    """Pick an object that is in the way and set it down on a free spot of the table."""
+               reason: str | None = None, avoid_boxes: Sequence[Box] = ()) -> Plan:
+    """Pick an object that is in the way and set it down on a free spot of the table
+    (away from the ``avoid`` points and ``avoid_boxes``, see ``free_spot``)."""
     head = ctx.cameras.get(HEAD)
-    spot = free_spot(ctx.scene, name, avoid, ctx.rng,
+    spot = free_spot(ctx.scene, name, avoid, ctx.rng, avoid_boxes=avoid_boxes,
                      seen=None if head is None else lambda p: ctx.scene.click_point(p, head) is not None)
     if spot is None:
         return

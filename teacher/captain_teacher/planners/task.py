@@ -59,6 +59,8 @@ class Subtask:
             return articulated.is_open(ctx, self.args[0])
         if self.kind == "clear":
             return not articulated.in_drawer_way(ctx, self.args[1], self.args[0])
+        if self.kind == "clear_pull":
+            return self.args[0] not in articulated.pull_obstacles(ctx, self.args[1])
         return ctx.goal_satisfied(self.kind, self.args)
 
 
@@ -90,9 +92,13 @@ def decompose(ctx: TeacherContext) -> list[Subtask]:
             if articulated.needs_open(ctx, args[1]) and not any(t.kind == "open_for" for t in first):
                 if articulated.in_drawer_way(ctx, args[1], args[0]):
                     first.append(Subtask("clear", (args[0], args[1])))
+                first.extend(Subtask("clear_pull", (o, args[1])) for o in articulated.pull_obstacles(ctx, args[1])
+                             if o != args[0])
                 first.append(Subtask("open_for", (args[1],)))
             middle.append(Subtask("place", (args[0],), dest))
         elif pred in ("open", "turnon", "turnoff"):
+            if pred == "open":
+                first.extend(Subtask("clear_pull", (o, args[0])) for o in articulated.pull_obstacles(ctx, args[0]))
             first.append(Subtask(pred, args))
         elif pred == "close":
             last.append(Subtask(pred, args))
@@ -185,6 +191,8 @@ def run_subtask(ctx: TeacherContext, t: Subtask, first: bool) -> Plan:
         yield from articulated.open_region(ctx, t.args[0])
     elif t.kind == "clear":
         yield from articulated.clear_drawer_way(ctx, t.args[1], t.args[0])
+    elif t.kind == "clear_pull":
+        yield from articulated.clear_pull(ctx, t.args[1], t.args[0])
     elif t.kind in ("open", "close"):
         yield from articulated.drawer_or_door(ctx, t.kind, t.args[0])
     elif t.kind in ("turnon", "turnoff"):
