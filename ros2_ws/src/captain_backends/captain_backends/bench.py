@@ -158,8 +158,8 @@ SECTIONS: dict[str, Callable[[int, int, int], dict[str, float]]] = {
 }
 
 
-def run(backends: str | None = None, steps: int = 300, renders: int = 10, resets: int = 5,
-        **_: object) -> dict[str, float]:
+def run(backends: str | None = None, steps: int = 300, renders: int = 10, resets: int = 5
+        ) -> dict[str, float]:
     """Figures of the selected backends (all sections when ``backends`` is None).
 
     Args:
