@@ -338,52 +338,7 @@ def drawer(ctx: TeacherContext, op: str, d: Drawer, attempt: int = 0) -> Plan:
     ctx.tcp_quaternion = TOP_DOWN.copy()
     now = next(x for x in drawers(ctx.scene) if x.joint == d.joint)
     if now.position_m > DRAWER_OPEN_BELOW_M and attempt == 0 and ctx.actions_left() > 12:
-        if -now.position_m >= NUDGE_FROM_M:
-            yield from _nudge_open(ctx, pull, stopped="pulled: True" not in getattr(fb, "text", ""))
-        else:
-            yield from _drawer_again(ctx, op, now, fb)
-
-
-#: A pull that got the drawer at least this far out (m) but not fully open is finished by
-#: pressing the drawer's front panel outward from inside instead of taking the handle again
-#: (on LIBERO-PRO's swapped goal layout the hand pulling the middle drawer meets the
-#: stove's burner 13-14 cm out, and the handle is then hard to reach again).
-NUDGE_FROM_M = 0.09
-#: Closed fingertips go down this far behind the handle (inside the open drawer, behind
-#: its front panel) and press the panel outward by ``NUDGE_PUSH_M``, m.
-NUDGE_INSIDE_M = 0.055
-NUDGE_PUSH_M = 0.06
-
-
-def _nudge_open(ctx: TeacherContext, pull: np.ndarray, stopped: bool = True) -> Plan:
-    """Finish opening a drawer that came most of the way out: closed fingertips, the hand
-    top-down, go down inside the drawer just behind its front panel and press the panel
-    outward (the hand stays above the drawer, clear of low things beside it). ``stopped``:
-    the pull ended before its full travel (else the grip slid along the bar)."""
-    speed = num(ctx.style.approach_speed_m_s)
-    ctx.tcp_quaternion = TOP_DOWN.copy()
-    ctx.flags.append({"request_index": ctx.request_index, "recovery": "drawer_not_opened"})
-    lines = [
-        'robot.move_to(gripper="close")',
-        f"inside = held_at - {num(NUDGE_INSIDE_M, 3)} * pull  # inside the open drawer, behind its front panel",
-        f"r = go(inside + [0, 0, 0.15], downq(0.0), speed={speed})",
-        'if r["success"]:\n    r = go(inside - [0, 0, 0.01], downq(0.0), speed=0.03)',
-        f'if r["success"]:  # press the front panel outward from inside\n    r = go(inside - [0, 0, 0.01] + '
-        f'{num(NUDGE_PUSH_M, 3)} * pull, downq(0.0), speed=0.03, mode="manipulation")',
-        'pv = r.get("value") or {}\nprint("pressed out:", pv.get("stopped_reason"), '
-        'round(pv.get("executed_distance_m") or 0.0, 3))',
-        "up = np.array(val(robot.get_robot_state(), 'end_effector_position_m')) + [0, 0, 0.15]",
-        f"r = go(up, downq(0.0), speed={speed})",
-        f"r = go(home, downq(0.0), speed={speed})",
-    ]
-    why = ("The pull stopped before its full travel (the cell printed how far the hand got): the drawer came most of "
-           "the way out, not all of it." if stopped else
-           "The pull ran its full travel, but a grip that slides along the bar brings the drawer out a little less "
-           "than the hand, and this drawer needs its whole travel.")
-    reasoning = (f"{why} Rather than taking the handle again, I'll reach into the open drawer from above with closed "
-                 f"fingertips just behind its front panel and press the panel {num(NUDGE_PUSH_M * 100)} cm further "
-                 "out; the hand stays above the drawer.")
-    yield Step(reasoning, ["\n".join(lines)])
+        yield from _drawer_again(ctx, op, now, fb)
 
 
 def pushing_quat(pull: np.ndarray, tilt_rad: float = PUSH_TILT_RAD) -> np.ndarray:
