@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from captain_harness.core.geometry import matrix_to_quat
-from captain_teacher.boxes import rot_z
+from captain_teacher.boxes import Box, rot_z
 from captain_teacher.cells import num, vec
 from captain_teacher.clearance import HAND_HALF_LENGTH_M, movable
 from captain_teacher.context import HEAD, WRIST, Step, TeacherContext, quat_matrix
@@ -35,6 +35,7 @@ from captain_teacher.planners.common import (
 from captain_teacher.planners.grasping import quat_for_jaw, wrap_jaw
 from captain_teacher.planners.measuring import move_to_view
 from captain_teacher.planners.pick_place import move_aside
+from captain_teacher.scene import SceneView
 
 DRAWER_OPEN_BELOW_M = -0.14
 DRAWER_TRAVEL_M = 0.155
@@ -122,7 +123,7 @@ def _low_beside_pull(ctx: TeacherContext, d: Drawer, pull: np.ndarray) -> str | 
         b = scene.box(name)
         if b.top_z_m <= lowest + 0.01:
             continue
-        if min(xy_distance_to_box(np.append(q, 0.0), b) for q in samples) < 0.005:
+        if min(xy_distance_to_box(q, b) for q in samples) < 0.005:
             return name
     return None
 
@@ -144,13 +145,18 @@ def is_open(ctx: TeacherContext, region: str) -> bool:
     return d is None or d.position_m <= DRAWER_OPEN_BELOW_M
 
 
+def _open_box(scene: SceneView, d: Drawer) -> Box:
+    """Where drawer ``d`` will be once pulled out its full ``DRAWER_TRAVEL_M``."""
+    return drawer_box(scene, d.with_position(-DRAWER_TRAVEL_M))
+
+
 def in_drawer_way(ctx: TeacherContext, region: str, obj: str) -> bool:
     """Whether an object stands where the drawer of ``region`` will be once open (or so
     close that a hand reaching for it would touch the open drawer)."""
     d = drawer_for_region(ctx.scene, region)
     if d is None:
         return False
-    box = drawer_box(ctx.scene, d.with_position(-DRAWER_TRAVEL_M))
+    box = _open_box(ctx.scene, d)
     near = xy_distance_to_box(ctx.scene.box(obj).center_m, box)
     return near < HAND_HALF_LENGTH_M + 0.05
 
@@ -169,7 +175,7 @@ def pull_obstacles(ctx: TeacherContext, region: str) -> list[str]:
     d = drawer_for_region(scene, region)
     if d is None or d.position_m <= DRAWER_OPEN_BELOW_M:
         return []
-    open_box = drawer_box(scene, d.with_position(-DRAWER_TRAVEL_M))
+    open_box = _open_box(scene, d)
     closed_box = drawer_box(scene, d)
     out = []
     for name in scene.names():
@@ -188,7 +194,7 @@ def clear_pull(ctx: TeacherContext, region: str, obj: str) -> Plan:
     d = drawer_for_region(ctx.scene, region)
     if d is None:
         return
-    box = drawer_box(ctx.scene, d.with_position(-DRAWER_TRAVEL_M))
+    box = _open_box(ctx.scene, d)
     reason = (f"The {label_of(obj)} stands where the {d.level} drawer of the {label_of(d.cabinet)} will be once it is "
               f"open: pulling the drawer would push the {label_of(obj)} over or jam against it. I'll first set the "
               f"{label_of(obj)} aside on a free spot of the table.")
@@ -200,7 +206,7 @@ def clear_drawer_way(ctx: TeacherContext, region: str, obj: str) -> Plan:
     d = drawer_for_region(ctx.scene, region)
     if d is None:
         return
-    box = drawer_box(ctx.scene, d.with_position(-DRAWER_TRAVEL_M))
+    box = _open_box(ctx.scene, d)
     corners = list(box.corners()[:, :3])
     reason = (f"The {label_of(obj)} stands right in front of the {d.level} drawer: once the drawer is open it would "
               f"hang over the {label_of(obj)} and the hand could not reach it from above. I'll first set the "

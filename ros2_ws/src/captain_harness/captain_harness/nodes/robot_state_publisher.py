@@ -204,27 +204,22 @@ class RobotStatePublisher:
             self.clock_pub.publish(ClockMsg(clock=stamp))
             self._follow_own_clock(stamp)
 
-    def _sim_time(self) -> bool:
-        try:
-            return bool(self.node.get_parameter("use_sim_time").value)
-        except Exception:  # not declared (a node without rclpy's time source)
-            return False
-
     def _follow_own_clock(self, stamp: Time) -> None:
         """With ``use_sim_time``: the node clock takes ``stamp`` (the ``/clock`` just sent),
         and the time source's subscription to that topic goes (module docstring)."""
-        if not self._sim_time():
+        clock = self.node.get_clock()
+        if not clock.ros_time_is_active:  # use_sim_time off
             return
         for sub in [s for s in self.node.subscriptions if s.topic_name == "/clock"]:
             self.node.destroy_subscription(sub)  # made again if use_sim_time is turned off and on
             self._clock_sub_removed = True
-        self.node.get_clock().set_ros_time_override(RosTime.from_msg(stamp))
+        clock.set_ros_time_override(RosTime.from_msg(stamp))
 
     def _resubscribe_clock(self) -> None:
         """Give rclpy's time source its ``/clock`` subscription back (a real driver: the
         harness publishes no ``/clock``), by setting ``use_sim_time`` off and on again."""
         self._clock_sub_removed = False
-        if self._sim_time():
+        if self.node.get_clock().ros_time_is_active:
             self.node.set_parameters([Parameter("use_sim_time", value=False)])
             self.node.set_parameters([Parameter("use_sim_time", value=True)])
 
