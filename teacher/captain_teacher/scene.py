@@ -153,14 +153,12 @@ class SceneView:
 
     def box(self, name: str) -> Box:
         """Approximate box of an object in the base frame: its shape's box turned by the
-        object's yaw; for a can, bottle or carton (shapes whose box ignores the yaw) lying on
-        its side (its own z axis more than ``LYING_DEG`` from vertical: it fell over), the
-        box that holds the shape's box turned by the object's whole rotation, long side
-        first. (A wine bottle laid in its rack keeps its upright box: the clicks on it and
-        on the rack are chosen along its own axis, see ``click_candidates``.)"""
+        object's yaw, or, for an object lying on its side (its own z axis more than
+        ``LYING_DEG`` from vertical: a carton or a can that fell over), the box that holds
+        the shape's box turned by the object's whole rotation, long side first."""
         if name not in self._boxes:
             offset, half, turns = SHAPES_BY_NAME.get(name) or SHAPES.get(kind_of(name), DEFAULT_SHAPE)
-            if not turns and self.up_axis(name)[2] < math.cos(math.radians(LYING_DEG)):
+            if self.up_axis(name)[2] < math.cos(math.radians(LYING_DEG)):
                 self._boxes[name] = self._lying_box(name, np.asarray(offset, float), np.asarray(half, float))
             else:
                 yaw = self.yaw(name) if turns else 0.0
