@@ -58,9 +58,6 @@ SHAPES_BY_NAME: dict[str, tuple[tuple[float, float, float], tuple[float, float, 
 DEFAULT_SHAPE = ((0.0, 0.0, 0.03), (0.04, 0.04, 0.03), True)
 #: An object whose own z axis leans more than this from the vertical lies tilted, degrees.
 TILTED_DEG = 25.0
-#: An object whose own z axis leans more than this from the vertical lies on its side (its
-#: box follows its whole rotation), degrees.
-LYING_DEG = 45.0
 #: Fixtures seen as several boxes when they may hide something (centre offset from the
 #: body's origin and half sizes, in the body's frame, metres): the stove is a low plate
 #: with a knob's stand at its back, not the box of ``SHAPES`` that spans both (an object on
@@ -152,32 +149,13 @@ class SceneView:
         return up / max(float(np.linalg.norm(up)), 1e-9)
 
     def box(self, name: str) -> Box:
-        """Approximate box of an object in the base frame: its shape's box turned by the
-        object's yaw, or, for an object lying on its side (its own z axis more than
-        ``LYING_DEG`` from vertical: a carton or a can that fell over), the box that holds
-        the shape's box turned by the object's whole rotation, long side first."""
+        """Approximate box of an object in the base frame."""
         if name not in self._boxes:
             offset, half, turns = SHAPES_BY_NAME.get(name) or SHAPES.get(kind_of(name), DEFAULT_SHAPE)
-            if self.up_axis(name)[2] < math.cos(math.radians(LYING_DEG)):
-                self._boxes[name] = self._lying_box(name, np.asarray(offset, float), np.asarray(half, float))
-            else:
-                yaw = self.yaw(name) if turns else 0.0
-                center = self.position(name) + rot_z(yaw) @ np.asarray(offset)
-                self._boxes[name] = Box(center, np.asarray(half, dtype=float), yaw)
+            yaw = self.yaw(name) if turns else 0.0
+            center = self.position(name) + rot_z(yaw) @ np.asarray(offset)
+            self._boxes[name] = Box(center, np.asarray(half, dtype=float), yaw)
         return self._boxes[name]
-
-    def _lying_box(self, name: str, offset: np.ndarray, half: np.ndarray) -> Box:
-        """The upright box around an object's turned shape box: its yaw along the body axis
-        that reaches farthest horizontally, half extents along that axis, across it and up."""
-        R = self.T_base_world[:3, :3] @ quat_to_matrix(self.snapshot.object_poses[name].quaternion_wxyz)
-        axes = R * half  # column i: body axis i, as long as its half extent
-        flat = axes[:2]
-        k = int(np.argmax(np.linalg.norm(flat, axis=0)))
-        yaw = math.atan2(float(flat[1, k]), float(flat[0, k]))
-        along = np.array([math.cos(yaw), math.sin(yaw)])
-        across = np.array([-along[1], along[0]])
-        extents = np.array([np.abs(along @ flat).sum(), np.abs(across @ flat).sum(), np.abs(axes[2]).sum()])
-        return Box(self.position(name) + R @ offset, extents, yaw)
 
     @property
     def ee_m(self) -> np.ndarray:
