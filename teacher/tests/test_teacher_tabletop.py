@@ -25,6 +25,7 @@ from captain_teacher.clearance import FINGER_BELOW_TCP_M
 from captain_teacher.objects import grasp_for
 from captain_teacher.planners.grasping import choose_grasp, grasp_step
 from captain_teacher.planners.measuring import measurement_problem
+from captain_teacher.planners.verify import MEASURED_SUMMARY
 from captain_teacher.verdicts import literal_verdicts
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -110,3 +111,19 @@ def test_an_injected_placement_failure_leaves_the_cube_off_the_plate(tmp_path: P
     assert flags["injected_failure"] == "perturbed_place"
     metas = [e.get("meta") or {} for e in _events(outcome)]
     assert any(m.get("injected_failure") == "perturbed_place" for m in metas)
+    _finish_summaries_match_the_checks(_events(outcome))
+
+
+def _finish_summaries_match_the_checks(events: list[dict]) -> None:
+    """A finish() summary claims the goals measured within tolerance only after a verifying
+    cell printed ``within tolerance: True``."""
+    verdict = None
+    claims = []
+    for event in events:
+        for cell in event["cells"]:
+            found = re.findall(r"^within tolerance: (True|False)$", cell["output"], re.MULTILINE)
+            verdict = found[-1] == "True" if found else verdict
+            if "robot.finish(summary=" in cell["code"]:
+                claims.append((MEASURED_SUMMARY in cell["code"], verdict))
+    assert claims, "no finish() with a summary"
+    assert all(verdict is True for claimed, verdict in claims if claimed), claims

@@ -29,6 +29,7 @@ from captain_teacher.planners.destinations import Destination, destination_for, 
 from captain_teacher.planners.lift import pick_up
 from captain_teacher.planners.pick_place import pick_and_place
 from captain_teacher.planners.verify import (
+    MEASURED_SUMMARY,
     Relation,
     all_goals_met,
     finish_step,
@@ -156,16 +157,20 @@ def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
             rejected = fb is not None and "finish() rejected" in fb.text
             while finishes < 3:
                 finishes += 1
+                summary = MEASURED_SUMMARY
                 if finishes > 1 or rejected:
                     why = "The gate asks for more evidence, but the scene is as it should be; finishing again."
+                    summary = "finishing again after the gate's rejection; the evidence has not changed"
                 elif within is False:
                     why = ("The measurement stays just outside the tolerance, but the images show everything in "
                            "place; calling finish().")
+                    summary = "the last measurement is outside the tolerance; finishing on the images"
                 elif within is None:
                     why = "Not everything could be measured, but the images show everything in place; calling finish()."
+                    summary = "not every goal could be measured; finishing on the images"
                 else:
                     why = "The fresh measurements and the images show the task done; calling finish()."
-                step = finish_step(ctx, why)
+                step = finish_step(ctx, why, summary)
                 if finishes > 1 or rejected or within is not True:
                     # the teacher knows the scene is right from the host's snapshot, which a
                     # policy never has: such a finish is recorded but not trained on
