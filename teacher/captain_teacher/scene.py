@@ -58,6 +58,8 @@ SHAPES_BY_NAME: dict[str, tuple[tuple[float, float, float], tuple[float, float, 
 DEFAULT_SHAPE = ((0.0, 0.0, 0.03), (0.04, 0.04, 0.03), True)
 #: An object whose own z axis leans more than this from the vertical lies tilted, degrees.
 TILTED_DEG = 25.0
+#: A can, bottle or carton whose upright axis leans more than this lies on its side, degrees.
+LYING_DEG = 45.0
 #: Fixtures seen as several boxes when they may hide something (centre offset from the
 #: body's origin and half sizes, in the body's frame, metres): the stove is a low plate
 #: with a knob's stand at its back, not the box of ``SHAPES`` that spans both (an object on
@@ -149,13 +151,35 @@ class SceneView:
         return up / max(float(np.linalg.norm(up)), 1e-9)
 
     def box(self, name: str) -> Box:
-        """Approximate box of an object in the base frame."""
+        """Approximate box of an object in the base frame: its shape's box turned by the
+        object's yaw. A can, bottle or carton (a shape whose box ignores the yaw) that has
+        fallen over since the episode started (its upright axis of then leans more than
+        ``LYING_DEG`` now) gets the box that holds its shape's box turned as it has turned,
+        long side first: long and low, as it lies. (The turn is taken from the start, not
+        from the model's own z axis, which for LIBERO's cans and cartons is not their
+        upright axis.)"""
         if name not in self._boxes:
             offset, half, turns = SHAPES_BY_NAME.get(name) or SHAPES.get(kind_of(name), DEFAULT_SHAPE)
-            yaw = self.yaw(name) if turns else 0.0
-            center = self.position(name) + rot_z(yaw) @ np.asarray(offset)
-            self._boxes[name] = Box(center, np.asarray(half, dtype=float), yaw)
+            turned = None if turns else self._turn_since_start(name)
+            if turned is not None and turned[2, 2] < math.cos(math.radians(LYING_DEG)):
+                self._boxes[name] = _turned_box(self.position(name), turned, np.asarray(offset, float),
+                                                np.asarray(half, float))
+            else:
+                yaw = self.yaw(name) if turns else 0.0
+                center = self.position(name) + rot_z(yaw) @ np.asarray(offset)
+                self._boxes[name] = Box(center, np.asarray(half, dtype=float), yaw)
         return self._boxes[name]
+
+    def _turn_since_start(self, name: str) -> np.ndarray | None:
+        """The rotation (base frame, 3x3) that takes the object from its pose at the start of
+        the episode to its pose now (None without a start pose)."""
+        start = self.snapshot.initial_object_poses.get(name)
+        if start is None:
+            return None
+        R_bw = self.T_base_world[:3, :3]
+        turn = quat_to_matrix(self.snapshot.object_poses[name].quaternion_wxyz) @ quat_to_matrix(
+            start.quaternion_wxyz).T
+        return R_bw @ turn @ R_bw.T
 
     @property
     def ee_m(self) -> np.ndarray:
@@ -329,3 +353,17 @@ def estimate_T_world_base(ee_world_m: Sequence[float], ee_base_m: Sequence[float
     T = np.eye(4)
     T[:3, 3] = np.asarray(ee_world_m, dtype=float) - np.asarray(ee_base_m, dtype=float)
     return T
+
+
+def _turned_box(position: np.ndarray, turn: np.ndarray, offset: np.ndarray, half: np.ndarray) -> Box:
+    """The upright box around an upright shape box (``offset``, ``half``, base axes) turned
+    by ``turn`` about the object's origin at ``position``: its yaw along the turned axis that
+    reaches farthest horizontally; half extents along that, across it and up."""
+    axes = turn * half  # column i: the shape box's axis i, turned, as long as its half extent
+    flat = axes[:2]
+    k = int(np.argmax(np.linalg.norm(flat, axis=0)))
+    yaw = math.atan2(float(flat[1, k]), float(flat[0, k]))
+    along = np.array([math.cos(yaw), math.sin(yaw)])
+    across = np.array([-along[1], along[0]])
+    extents = np.array([np.abs(along @ flat).sum(), np.abs(across @ flat).sum(), np.abs(axes[2]).sum()])
+    return Box(position + turn @ offset, extents, yaw)
