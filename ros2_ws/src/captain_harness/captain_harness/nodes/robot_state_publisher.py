@@ -14,7 +14,10 @@ simulator's clock would publish them (owned by the harness node, which holds the
 Stamps: simulated drivers stamp with that simulated time (so a recording replays at the
 simulated speed; ``/clock`` advances only while the simulation steps), real drivers with
 the node's clock. Timers run on the steady wall clock, so publishing goes on while the
-simulation stands still.
+simulation stands still, but then only every ``IDLE_REPUBLISH_S``: the same stamp again
+tells a listener nothing (tf2 drops a transform it already has for that time, with a
+TF_REPEATED_DATA warning), and 50 repeats a second cost every ``use_sim_time`` node of the
+stack CPU for each (~15 % of a core for an idle sim stack).
 
 With ``use_sim_time`` the harness's own node clock follows the ``/clock`` it publishes: it
 is set directly with each ``/clock`` message, and the subscription rclpy's time source made
@@ -56,6 +59,9 @@ IDLE_AFTER_S = 0.05
 #: driver again (``LockedDriver.latest_state``): the ticks of ``/tf`` and ``joint_states``
 #: share one reading, and during a motion they take the motion loop's.
 SHARED_READING_S = 0.01
+#: While simulated time stands still, ``/tf`` and ``/clock`` repeat their last stamp only
+#: this often (wall clock, s), for listeners that join then.
+IDLE_REPUBLISH_S = 1.0
 
 
 def time_msg(t_s: float) -> Time:
@@ -84,7 +90,8 @@ class RobotStatePublisher:
 
     Args:
         node: the harness node (``node.host.driver`` is the driver in use).
-        rate_hz: ``/tf`` (and ``/clock``) rate, wall clock; 0 publishes only the latched topics.
+        rate_hz: ``/tf`` (and ``/clock``) rate, wall clock, while the simulation steps (a
+            real driver: always); 0 publishes only the latched topics.
         frame_prefix: prepended to every frame name (several robots on one ``/tf``).
         schedule: ``schedule(period_s, fn)`` runs the ``/tf`` tick every ``period_s`` (e.g.
             ``periodic.PeriodicCalls.add``, outside the executor); None: a node timer.
@@ -108,6 +115,7 @@ class RobotStatePublisher:
         self._changed_wall_s = time.monotonic()
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._clock_sub_removed = False  # the node's own /clock subscription (use_sim_time)
+        self._published: tuple[int, int, float] | None = None  # simulated stamp (sec, ns), wall s
         if rate_hz > 0 and schedule is not None:
             schedule(1.0 / rate_hz, self.publish)
         elif rate_hz > 0:
@@ -193,6 +201,8 @@ class RobotStatePublisher:
             stamp = self.stamp(driver, state)
             with self.lock:
                 tree, simulated = self._tree, self._simulated
+                if simulated and self._repeat_too_soon(stamp):
+                    return
                 transforms = tree.moving_transforms(state.joint_positions_rad) if tree is not None else None
         except Exception as exc:
             self.node.get_logger().error(f"robot state publisher: {type(exc).__name__}: {exc}",
@@ -203,6 +213,17 @@ class RobotStatePublisher:
         if simulated:
             self.clock_pub.publish(ClockMsg(clock=stamp))
             self._follow_own_clock(stamp)
+
+    def _repeat_too_soon(self, stamp: Time) -> bool:
+        """True when ``stamp`` is the simulated time last published and that was less than
+        ``IDLE_REPUBLISH_S`` ago (the tick is skipped); otherwise notes this publication."""
+        now_s = time.monotonic()
+        key = (stamp.sec, stamp.nanosec)
+        last = self._published
+        if last is not None and last[:2] == key and now_s - last[2] < IDLE_REPUBLISH_S:
+            return True
+        self._published = (*key, now_s)
+        return False
 
     def _follow_own_clock(self, stamp: Time) -> None:
         """With ``use_sim_time``: the node clock takes ``stamp`` (the ``/clock`` just sent),
