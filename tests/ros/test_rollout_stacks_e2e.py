@@ -190,3 +190,33 @@ def test_rollout_on_two_stacks_matches_in_process_and_survives_a_killed_stack(tm
     assert record_diffs == {}, record_diffs
     assert sum(o["strict_success"] for o in over_ros.values()) >= 2, "the teacher fails the cube task too often"
     assert codes["/robot1"] == 0, "\n".join(stacks["/robot1"].lines[-30:])
+
+
+def test_batches_share_an_open_fleet_and_leave_it_open(tmp_path: Path) -> None:
+    """``rollout_on_stacks(..., fleet=...)``: two batches through one client, which the
+    batches neither close nor replace (``captain bench ros`` runs its rounds this way); a
+    fleet of other stacks is refused before any episode is sent."""
+    from captain_harness.core.episode.policy.registry import PolicySpec
+    from captain_harness.nodes.stack_client import StackFleet, rollout_on_stacks
+
+    spec = PolicySpec(_teacher(), dict(TEACHER))
+    with isolated_domain():
+        stack = Stack("sim", "--namespace", "robot1", "--param", f"episode_runner.records_dir={tmp_path / 'robot1'}",
+                      "--param", "harness.camera_rate_hz=0.0", ready_timeout_s=180.0)
+        fleet = StackFleet(["/robot1"])
+        try:
+            with pytest.raises(ValueError, match="not the batch's"):
+                rollout_on_stacks([TASK], [0], stacks=["/robot2"], policy=spec, out_dir=tmp_path / "x", fleet=fleet)
+            first = rollout_on_stacks([TASK], [0], stacks=["/robot1"], policy=spec, out_dir=tmp_path / "a",
+                                      fleet=fleet)
+            assert not fleet._closed.is_set(), "the batch closed a fleet it was lent"
+            second = rollout_on_stacks([TASK], [1], stacks=["/robot1"], policy=spec, out_dir=tmp_path / "b",
+                                       fleet=fleet)
+        finally:
+            fleet.close()
+            code = stack.stop(timeout_s=60.0)
+    for summary in (first, second):
+        assert summary["episodes"] == 1 and summary["infrastructure_failures"] == 0, summary["outcomes"]
+        assert summary["stack_failures"] == 0
+    assert [o["init_state"] for o in first["outcomes"] + second["outcomes"]] == [0, 1]
+    assert code == 0, "\n".join(stack.lines[-30:])

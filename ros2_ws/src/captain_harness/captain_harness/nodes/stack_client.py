@@ -275,11 +275,14 @@ def rollout_on_stacks(
     on_feedback: Callable[[str, Any], None] | None = None,
     timeouts: StackTimeouts | None = None,
     copy_records: bool = True,
+    fleet: StackFleet | None = None,
 ) -> dict[str, Any]:
     """``runner.rollout`` on running stacks: the same (task, state) grid, cycled to
     ``episodes``, one episode per stack at a time; returns the same summary (``workers`` is
     the number of stacks) plus ``outcomes`` (job order), ``stacks`` and ``stack_failures``
-    (failed attempts, each retried on another stack)."""
+    (failed attempts, each retried on another stack). ``fleet``: an open ``StackFleet`` of
+    ``stacks`` to send the episodes through (its connections are reused, and it stays open
+    for the next batch); None: one of the batch's own (``timeouts``), closed at its end."""
     from captain_harness.core.episode.runner import EpisodeConfig, summarize
 
     cfg = config or EpisodeConfig()
@@ -291,7 +294,11 @@ def rollout_on_stacks(
     jobs = [{"task": grid[i % len(grid)][0], "init_state": grid[i % len(grid)][1], "policy": policy.name,
              "policy_options": dict(policy.options), "settings": settings,
              "max_wall_s": float(cfg.limits.max_wall_time_s)} for i in range(total)]
-    fleet = StackFleet(stacks, timeouts=timeouts)
+    own_fleet = fleet is None
+    if fleet is None:
+        fleet = StackFleet(stacks, timeouts=timeouts)
+    elif set(fleet.stacks) != set(stacks):
+        raise ValueError(f"the fleet's stacks {fleet.stacks} are not the batch's {list(stacks)}")
     started = time.monotonic()
     try:
         def run_one(stack: str, job: dict[str, Any]) -> dict[str, Any]:
@@ -300,7 +307,8 @@ def rollout_on_stacks(
 
         outcomes = run_on_stacks(jobs, stacks, run_one, progress=progress, on_attempt_failed=on_attempt_failed)
     finally:
-        fleet.close()
+        if own_fleet:
+            fleet.close()
     summary = summarize(outcomes, time.monotonic() - started, len(stacks))
     summary["stacks"] = list(stacks)
     summary["stack_failures"] = sum(len(o.get("stack_attempts") or []) for o in outcomes)
