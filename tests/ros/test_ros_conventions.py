@@ -1,7 +1,7 @@
 """What a ROS 2 user expects from `captain bringup sim`, seen by a foreign rclpy client:
 a latched /robot_description (a URDF Pinocchio reads), /tf and /tf_static whose base -> TCP
 chain is the pose the harness reports, /clock in simulated time that advances while the arm
-moves (joint_states stamped with it, velocities zero at rest; the state topics repeat only
+moves (joint_states stamped with it, velocities zero at rest; /tf and /clock repeat only
 about once a second while the simulation stands still), camera optical frames, and
 describe_robot / diagnostics naming the driver actually in use after an episode swapped it."""
 

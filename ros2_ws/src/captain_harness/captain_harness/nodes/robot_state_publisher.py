@@ -14,7 +14,8 @@ simulator's clock would publish them (owned by the harness node, which holds the
 Stamps: simulated drivers stamp with that simulated time (so a recording replays at the
 simulated speed; ``/clock`` advances only while the simulation steps), real drivers with
 the node's clock. Timers run on the steady wall clock, so publishing goes on while the
-simulation stands still, but then only every ``IDLE_REPUBLISH_S``: the same stamp again
+simulation stands still, but then ``/tf`` and ``/clock`` only every ``IDLE_REPUBLISH_S``
+(``joint_states`` and ``wrench`` keep their rates): the same stamp again
 tells a listener nothing (tf2 drops a transform it already has for that time, with a
 TF_REPEATED_DATA warning), and 50 repeats a second cost every ``use_sim_time`` node of the
 stack CPU for each (~15 % of a core for an idle sim stack).

@@ -3,8 +3,7 @@ reading per tick of a shared timer (each decimated to its own rate), and per cam
 ``<camera>/color/image_raw``, ``<camera>/aligned_depth_to_color/image_raw`` and
 ``<camera>/color/camera_info`` on a timer of their own (rendered only while someone
 subscribes). Stamps come from the node's ``RobotStatePublisher`` (simulated time for
-simulated drivers); while simulated time stands still, ``joint_states`` and ``wrench``
-repeat their reading only every ``IDLE_REPUBLISH_S``, as ``/tf`` does."""
+simulated drivers)."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from captain_backends.core.driver import LifecycleState as DriverState
 from captain_backends.nodes import xr1_messages as xm
-from captain_harness.nodes.robot_state_publisher import IDLE_REPUBLISH_S, SHARED_READING_S
+from captain_harness.nodes.robot_state_publisher import SHARED_READING_S
 from captain_harness.nodes.ros_params import camera_qos
 
 
@@ -46,7 +45,6 @@ class SensorPublishers:
         self.wrench_pub = (node.create_publisher(WrenchStamped, "wrench", xm.RELIABLE_QOS)
                            if rates["wrench"] > 0 else None)
         self._next_s = {"joint_states": 0.0, "wrench": 0.0}
-        self._published: tuple[int, int, bool, float] | None = None  # stamp (sec, ns), at rest, wall s
         self._period_s = {k: 1.0 / r for k, r in rates.items() if r > 0}
         # Both timers run on a steady clock, not the node's: with use_sim_time the node
         # clock follows /clock, which stands still while the simulated arm is idle, and the
@@ -95,11 +93,6 @@ class SensorPublishers:
             return
         description = driver.description()
         stamp = self.node.robot_state.stamp(driver, state)  # simulated time for simulated drivers
-        if getattr(driver, "simulated", False):  # once more when the arm comes to rest (zero velocities)
-            key, last = (stamp.sec, stamp.nanosec, self.node.robot_state.at_rest(driver)), self._published
-            if last is not None and last[:3] == key and now_s - last[3] < IDLE_REPUBLISH_S:
-                return  # the same reading again (simulated time stands still)
-            self._published = (*key, now_s)
         if joints:
             names = [*description.arm_joint_names, "gripper_opening"]
             positions = [*np.asarray(state.joint_positions_rad, float), state.gripper_opening_m]
