@@ -1,5 +1,6 @@
 """The harness node's sensor topics: ``joint_states`` and ``wrench`` from one driver
-reading per tick of a shared timer (each decimated to its own rate), and per camera
+reading per tick of a shared timer (each decimated to its own rate, and built only while
+someone subscribes), and per camera
 ``<camera>/color/image_raw``, ``<camera>/aligned_depth_to_color/image_raw`` and
 ``<camera>/color/camera_info`` on a timer of their own (rendered only while someone
 subscribes). Stamps come from the node's ``RobotStatePublisher`` (simulated time for
@@ -85,7 +86,8 @@ class SensorPublishers:
     def publish_state(self) -> None:
         """One reading: joint_states (arm joints + ``gripper_opening`` in m) and the wrench."""
         now_s = time.monotonic()
-        joints, wrench = self._due("joint_states", now_s), self._due("wrench", now_s)
+        joints = self._due("joint_states", now_s) and self.joint_pub.get_subscription_count() > 0
+        wrench = self._due("wrench", now_s) and self.wrench_pub.get_subscription_count() > 0
         if not (joints or wrench):
             return
         driver, state = self._state()
