@@ -24,21 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def isolated_domain() -> Iterator[int]:
     """A coordinated ROS_DOMAIN_ID with localhost discovery, set in this process's
     environment (inherited by subprocesses) for the duration."""
-    from captain_perception.nodes.dds_profile import fresh_domain
+    from captain_perception.nodes.dds_profile import localhost_domain
 
-    saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "RMW_IMPLEMENTATION")}
-    with fresh_domain() as did:
-        os.environ["ROS_DOMAIN_ID"] = str(did)
-        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-        os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
-        try:
-            yield did
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+    with localhost_domain() as did:
+        yield did
 
 
 class Stack:

@@ -189,7 +189,7 @@ def run(driver: str | None = None, calls: int = 200, ready_timeout_s: float = 30
     from captain_harness.nodes.harness_params import motion_config
     from captain_harness.nodes.ros_robot_client import RosRobotClient, remote_api
     from captain_harness.nodes.stack_client import StackFleet
-    from captain_perception.nodes.dds_profile import fresh_domain
+    from captain_perception.nodes.dds_profile import localhost_domain
 
     if int(rounds) < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
@@ -209,12 +209,9 @@ def run(driver: str | None = None, calls: int = 200, ready_timeout_s: float = 30
     batches: dict[str, list[dict[str, Any]]] = {"ros": [], "in_process": []}
     idle_cpu_s = idle_wall_s = 0.0
     seed = int(policy_seed)
-    saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
     records = tempfile.mkdtemp(prefix="captain_bench_ros_")
     try:
-        with fresh_domain() as did:
-            os.environ["ROS_DOMAIN_ID"] = str(did)
-            os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+        with localhost_domain():
             proc, ready_s = _start_stack(["--param", f"harness.driver={driver}",
                                           "--param", "harness.camera_rate_hz=0.0",
                                           "--param", f"episode_runner.records_dir={records}/stack"], ready_timeout_s)
@@ -238,11 +235,6 @@ def run(driver: str | None = None, calls: int = 200, ready_timeout_s: float = 30
             finally:
                 _stop(proc)
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
         shutil.rmtree(records, ignore_errors=True)
 
     figures["roundtrip_overhead_ms_median"] = round(ros_call - local_call, 3)

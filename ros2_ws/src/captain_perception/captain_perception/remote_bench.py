@@ -108,24 +108,6 @@ def _load_frame(path: str | Path) -> Any:
 
 
 @contextlib.contextmanager
-def _isolated_domain() -> Iterator[None]:
-    from captain_perception.nodes.dds_profile import fresh_domain
-
-    saved = {k: os.environ.get(k) for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
-    with fresh_domain() as did:
-        os.environ["ROS_DOMAIN_ID"] = str(did)
-        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-        try:
-            yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-
-
-@contextlib.contextmanager
 def _server(frame_cameras: str = "") -> Iterator[subprocess.Popen]:
     proc = subprocess.Popen([sys.executable, "-m", "captain_perception.nodes.perception_node", "--ros-args",
                              "-p", "proxy:=false", "-p", "workers:=1", "-p", "queue_size:=8",
@@ -243,7 +225,7 @@ def remote_figures(requests: int = 40) -> dict[str, float]:
     """The remote section's figures (see the module docstring)."""
     from captain_perception.core.pointcloud import FrameCloud
     from captain_perception.core.segmenters import ClassicalSegmenter
-    from captain_perception.nodes.dds_profile import PROFILE_VARIABLES, use_profile
+    from captain_perception.nodes.dds_profile import PROFILE_VARIABLES, localhost_domain, use_profile
 
     if requests < 1:
         raise ValueError(f"requests must be at least 1, got {requests}")
@@ -260,7 +242,7 @@ def remote_figures(requests: int = 40) -> dict[str, float]:
             segmenter.segment(FrameCloud(frame), PROMPT)
             if k >= 3:
                 local.append(time.perf_counter() - t)
-        with _isolated_domain(), _server(frame.name):
+        with localhost_domain(), _server(frame.name):
             bare = {kind: transport_timings(frame_path, requests, kind == "action") for kind in ("action", "service")}
             action = client_timings(frame_path, requests, use_action=True)
             service = client_timings(frame_path, requests, use_action=False)

@@ -78,6 +78,27 @@ def fresh_domain() -> Iterator[int]:
         yield did
 
 
+@contextlib.contextmanager
+def localhost_domain() -> Iterator[int]:
+    """``fresh_domain`` set in this process's environment for the ``with`` block
+    (``ROS_DOMAIN_ID``, discovery on localhost, Fast DDS unless an RMW is chosen), so
+    contexts made and processes started inside it use it; the variables are restored after."""
+    keys = ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "RMW_IMPLEMENTATION")
+    saved = {k: os.environ.get(k) for k in keys}
+    with fresh_domain() as did:
+        os.environ["ROS_DOMAIN_ID"] = str(did)
+        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+        os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+        try:
+            yield did
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
 def stale_shm_files(shm_dir: Path = Path("/dev/shm")) -> list[Path]:
     """This user's Fast DDS shared-memory files in ``shm_dir`` (segments, ports, their lock
     files and named mutexes) that no running process has mapped or open.
