@@ -87,6 +87,9 @@ class TeacherContext:
         #: the request that made it (set by the policy)
         self.failure_request: int | None = None
         self.flags: list[dict[str, Any]] = []
+        #: the regions of the table TASK.md states, by goal argument (``gate.TableRegion``,
+        #: base frame): read from the system message as a policy reads them
+        self.table_regions: dict[str, Any] = {}
         #: values printed by the session, one dict per request's feedback
         self.printed_history: list[dict[str, Any]] = []
         #: where the tool was sent to close on the last grasp (x, y), base frame

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from captain_backends.core.snapshot import GoalPredicate, ObjectPose, SimSnapshot
+from captain_harness.core.episode.gate import TableRegion, standards_for, table_regions_in
 from captain_teacher.boxes import rot_z
 from captain_teacher.planners.destinations import destination_for
 from captain_teacher.planners.evidence import relation_check
@@ -31,7 +32,7 @@ def _ctx(fixture: str, region: str, measured_offset_xy: tuple[float, float]) -> 
                       T_WORLD_BASE)
     measured = scene.box(fixture).center_m[:2] + np.asarray(measured_offset_xy)
     dv = "stove" if "stove" in fixture else "cabinet"
-    ctx = SimpleNamespace(scene=scene, printed_history=[{dv: {"center": [*measured, 0.9]}}])
+    ctx = SimpleNamespace(scene=scene, printed_history=[{dv: {"center": [*measured, 0.9]}}], table_regions={})
     return ctx, destination_for(region, "on", scene)
 
 
@@ -80,3 +81,25 @@ def test_a_relation_to_an_object_keeps_the_tasks_tolerance() -> None:
     lines, check, _ = relation_check(ctx, "fin", "flat_stove_1", plate, 0.02)
     assert check == 'fin["xy_distance_m"] <= 0.02 and fin["resting_height_consistent"]'
     assert len(lines) == 1 and lines[0].startswith("print(")
+
+
+@pytest.mark.parametrize("yaw", [0.0, 0.6])
+def test_a_table_region_is_checked_against_the_rectangle_task_md_states(yaw: float) -> None:
+    """A region of the table (nothing there to click): the cell checks the measured object
+    centre against the rectangle the teacher read from TASK.md, exactly as the gate does,
+    wherever the fixture it is named after was measured."""
+    name = "main_table_stove_front_region"
+    [standard] = standards_for([f"On(akita_black_bowl_1, {name})"], None,
+                               {name: TableRegion((0.61, 0.21), (0.04, 0.025), yaw)})
+    ctx, dest = _ctx("flat_stove_1", name, (0.0, 0.0))
+    ctx.table_regions = table_regions_in(standard.describe())  # as the policy reads TASK.md
+    region = ctx.table_regions[name]
+    lines, check, words = relation_check(ctx, "fin", "akita_black_bowl_1", dest, 0.02)
+    assert "TASK.md" in words and "object_over_destination" not in check
+    rng = np.random.default_rng(0)
+    stove = ctx.scene.box("flat_stove_1").center_m[:2]
+    verdicts = []
+    for xy in np.array([0.61, 0.21]) + rng.uniform(-0.06, 0.06, size=(200, 2)):
+        verdicts.append(_verdict(lines, check, xy, stove + rng.normal(0, 0.02, 2)))
+        assert verdicts[-1] == region.contains(xy), xy
+    assert 20 < sum(verdicts) < 180

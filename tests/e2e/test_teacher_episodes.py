@@ -173,12 +173,12 @@ def test_an_injected_mistake_is_recovered_from_and_flagged(tmp_path: Path) -> No
 
 
 def test_a_finish_against_the_teachers_own_measurement_is_not_trained_on(tmp_path: Path) -> None:
-    # the plate pushed to the front of the stove: the plate is in the table's region in front
-    # of the stove (host success), but that region is no part of the stove, so the measured
-    # plate is not over the stove's measured extent and the teacher's own check fails; the
-    # teacher finishes anyway (it knows from the host), the gate accepts the third call, and
-    # every finish after the failed check is left unsupervised
-    outcome = run_episode("libero_goal/5", policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=11)
+    # the alphabet soup can in the basket (host success), seen from above inside the basket's
+    # walls: only its top shows, so its measured bottom stands far above the basket's floor
+    # and resting_height_consistent is false; the teacher's own check fails, it finishes
+    # anyway (it knows from the host), the gate accepts the third call, and every finish
+    # after the failed check is left unsupervised
+    outcome = run_episode("libero_object/0", policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=13)
     assert outcome.outcome == "strict_success", outcome.end_reason
     events = _events(outcome)
     rows = [json.loads(x) for x in (Path(outcome.record_dir) / "rows.jsonl").read_text().splitlines()]
@@ -210,6 +210,10 @@ ACCEPTED_ON_EVIDENCE = [
     # the moka pot on the stove, clicked on its body below the lid: a click on its top
     # marked the lid's knob (45 pixels), whose lowest point is far above the stove
     ("libero_10/2", 11),
+    # the plate pushed to the front of the stove: a region of the table that TASK.md states as
+    # a base-frame rectangle, checked against the plate's measured centre (the stove's
+    # measured extent, which the plate is never over, is not the standard)
+    ("libero_goal/5", 11),
 ]
 
 

@@ -8,10 +8,13 @@ lies on its fixture, which way a drawer slides), never a verdict:
   destination)`` gives ``xy_distance_m`` within the TASK.md tolerance and
   ``resting_height_consistent``;
 * a relation to a region (the stove's cook region, the inside of a basket or a drawer,
-  the top of the rack or the cabinet, a region of the table): the object's measured centre
-  lies inside the region's extent, the region placed by where it lies relative to the
-  fixture's measured centre and measured along the fixture's sides (plus the resting
-  check); the fixture's centre itself is not the target;
+  the top of the rack or the cabinet): the object's measured centre lies inside the
+  region's extent, the region placed by where it lies relative to the fixture's measured
+  centre and measured along the fixture's sides (plus the resting check); the fixture's
+  centre itself is not the target;
+* a relation to a region of the table (``main_table_stove_front_region``): the object's
+  measured centre inside the base-frame rectangle TASK.md states for it (plus the resting
+  check), the standard the completion gate applies;
 * a drawer to open or close: its handle clicked again in the fresh observation; how far
   the drawer is out is how far it was when the episode first clicked that handle plus the
   handle's measured travel along the pull direction since;
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from captain_harness.core.episode.gate import TableRegion
 from captain_teacher.cells import num, vec
 from captain_teacher.context import TeacherContext
 from captain_teacher.fixtures import Drawer, drawer_for_region, drawers
@@ -115,6 +119,9 @@ def relation_check(ctx: TeacherContext, var: str, obj: str, dest: Destination, t
                  f'{var}["resting_height_consistent"])']
         check = f'{var}["xy_distance_m"] <= {num(tolerance_m)} and {var}["resting_height_consistent"]'
         return lines, check, f"the {olab} against the {dlab}"
+    table = ctx.table_regions.get(dest.goal_arg)
+    if table is not None:
+        return _table_region_check(var, olab, dest.goal_arg, table)
     scene = ctx.scene
     center = dest.region_center_m(scene)[:2]
     _ov, dv = names_for(obj, dest)
@@ -138,3 +145,21 @@ def relation_check(ctx: TeacherContext, var: str, obj: str, dest: Destination, t
              f'{var}["resting_height_consistent"])']
     check = f'{var}_in and {var}["resting_height_consistent"]'
     return lines, check, f"the {olab} against the {dlab}'s {region}"
+
+
+def _table_region_check(var: str, olab: str, name: str, region: TableRegion) -> tuple[list[str], str, str]:
+    """``relation_check`` for a region of the table: the measured object centre inside the
+    rectangle TASK.md states (``gate.TableRegion``, base frame)."""
+    (x, y), (hx, hy), yaw = region.center_xy_m, region.half_xy_m, region.yaw_rad
+    c = f"{var}_c"
+    lines = [f'{c} = np.array({var}["object"]["center_xy_m"])']
+    if abs(yaw) < 1e-6:
+        lines.append(f"{var}_in = {num(x - hx)} <= {c}[0] <= {num(x + hx)} and {num(y - hy)} <= {c}[1] <= {num(y + hy)}"
+                     f"  # {name}: the table's rectangle in TASK.md")
+    else:
+        cy, sy, nsy = num(math.cos(yaw)), num(math.sin(yaw)), num(-math.sin(yaw))
+        lines.append(f"{var}_d = {c} - {vec((x, y))}  # from the centre of {name}, the table's rectangle in TASK.md\n"
+                     f"{var}_in = abs({cy} * {var}_d[0] + {sy} * {var}_d[1]) <= {num(hx)} "
+                     f"and abs({nsy} * {var}_d[0] + {cy} * {var}_d[1]) <= {num(hy)}")
+    lines.append(f'print("{olab} in {name}:", {var}_in, np.round({c}, 4).tolist(), {var}["resting_height_consistent"])')
+    return lines, f'{var}_in and {var}["resting_height_consistent"]', f"the {olab} against {name} of TASK.md"

@@ -46,7 +46,13 @@ def place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec
         corr = aim[:2] - np.asarray(measured_dest["center"][:2], dtype=float)
         if float(np.linalg.norm(corr)) < 0.01:
             corr = None
-    if corr is not None:
+    table = ctx.table_regions.get(dest.goal_arg) if dest.region else None
+    if table is not None:  # a region of the table: its rectangle in TASK.md, not the fixture it is named after
+        centre = np.asarray(table.center_xy_m, dtype=float)
+        shift = aim[:2] - centre
+        moved = f" + {vec(shift)}" if float(np.linalg.norm(shift)) >= 0.005 else ""
+        lines.append(f"target = np.array({vec(centre)}){moved}  # in {dest.goal_arg}, the table's rectangle in TASK.md")
+    elif corr is not None:
         words = "the spot is" if dest.region else f"the {dlab}'s middle is"
         lines.append(f'target = np.array(d["center_xy_m"]) + {vec(corr)}  # {words} '
                      f"{direction_words(corr)} of the {dlab}'s measured centre")

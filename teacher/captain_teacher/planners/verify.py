@@ -122,7 +122,7 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], parts:
         names.append(var)
         lines.append(cells.measure(var, ov, dv))
         rel_lines, check, what = relation_check(ctx, var, rel.obj, rel.dest, XY_TOLERANCE_M)
-        if rel.dest.region and rel.dest.click:
+        if rel.dest.region and rel.dest.click and rel.dest.goal_arg not in ctx.table_regions:
             # the host judges a region goal by the destination's measured extent: the object's
             # centre within the measured footprint (object_over_destination); check it too
             over = f'{var}["object_over_destination"]'

@@ -103,3 +103,30 @@ def test_joint_goal_positions_satisfy_liberos_own_predicate(driver, task_id):
     after = driver.snapshot()
     for i, goal in joint_goals:
         assert after.goals[i].satisfied, f"{goal.predicate}{goal.args} not satisfied at {snap.articulated_joint_goals}"
+
+
+@pytest.mark.parametrize(("task_id", "region", "obj"), [
+    ("libero_goal/5", "main_table_stove_front_region", "plate_1"),
+    ("libero_10/6", "living_room_table_plate_right_region", "chocolate_pudding_1"),
+])
+def test_table_regions_are_the_rectangles_liberos_own_predicate_checks(driver, task_id, region, obj):
+    """``extra["table_regions"]`` states a goal's region of the table in the base frame:
+    the object's origin moved to the stated centre meets LIBERO's predicate, 1 cm beyond
+    an edge does not. Tasks without one state none."""
+    info = driver.load_task(task_id, init_state=11)
+    regions = info.extra["table_regions"]
+    assert set(regions) == {region}
+    stated = regions[region]
+    assert stated["yaw_rad"] == 0.0 and min(stated["half_xy_m"]) >= 0.03
+    s = driver.scene
+    index = next(i for i, g in enumerate(driver.snapshot().goals) if g.args == (obj, region))
+    T_world_base = driver.description().T_world_base
+    adr = s.layout.qpos_adr[obj]
+    z = float(s.data.qpos[adr + 2])
+    for dx, expected in ((0.0, True), (stated["half_xy_m"][0] - 0.005, True), (stated["half_xy_m"][0] + 0.01, False)):
+        base = np.array([stated["center_xy_m"][0] + dx, stated["center_xy_m"][1], 0.0, 1.0])
+        s.data.qpos[adr:adr + 2] = (T_world_base @ base)[:2]
+        s.data.qpos[adr + 2] = z
+        mujoco.mj_forward(s.model, s.data)
+        assert driver.snapshot().goals[index].satisfied is expected, (dx, stated)
+    assert "table_regions" not in driver.load_task("libero_goal/0", init_state=11).extra

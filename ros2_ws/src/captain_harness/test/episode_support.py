@@ -117,7 +117,7 @@ class ToyWorld:
             }
 
         obj = self.detections[object_id]
-        value: dict[str, Any] = {"object": geom(obj)}
+        value: dict[str, Any] = {"object": geom(obj), "resting_height_consistent": self.held != obj}
         fields: list[tuple[str, Any]] = [("object", obj)]
         if destination_id is not None:
             dst = self.detections[destination_id]

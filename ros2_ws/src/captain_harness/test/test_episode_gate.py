@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -15,8 +16,10 @@ from captain_harness.core.episode.gate import (
     FINISH_REJECTED,
     CompletionGate,
     GateConfig,
+    TableRegion,
     parse_goal,
     standards_for,
+    table_regions_in,
 )
 
 
@@ -129,3 +132,73 @@ def test_articulated_and_free_form_goals_need_a_fresh_look(tmp_path: Path) -> No
         assert not api.call("finish").result["success"]
         api.call(look)
         assert api.call("finish").result["value"]["accepted"] and gate.accepted_on_evidence
+
+
+#: The region in front of the stove as the LIBERO driver states it (base frame, m).
+FRONT = {"center_xy_m": [0.61, 0.21], "half_xy_m": [0.04, 0.04], "yaw_rad": 0.0}
+
+
+def _table_gate(tmp_path: Path, bowl_xy: tuple[float, float], goals: list[str], regions: dict):
+    world = ToyWorld(tmp_path, bowl_xy=bowl_xy)
+    api = RobotAPI()
+    api.register_object(world)
+    gate = CompletionGate(standards_for(goals, GateConfig(), regions), GateConfig())
+    api.register("finish", gate.primitive(api), group="finish")
+    api.call("hold", (), {"duration_s": 0.1})  # the last physical action
+    h = api.call("observe").result["value"]["observation_handle"]
+    bowl = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "bowl"}).result["value"]["detection_id"]
+    return world, api, gate, h, bowl
+
+
+def test_a_table_region_is_stated_as_a_rectangle_the_policy_can_read_back() -> None:
+    [std] = standards_for(["On(plate_1, main_table_stove_front_region)"], GateConfig(),
+                          {"main_table_stove_front_region": FRONT})
+    assert std.kind == "relation" and std.region and std.table_region == TableRegion((0.61, 0.21), (0.04, 0.04))
+    text = std.describe()
+    assert "x from 0.570 to 0.650 m, y from 0.170 to 0.250 m" in text and "measure_object_geometry(object)" in text
+    assert table_regions_in(f"- {text}\n") == {"main_table_stove_front_region": std.table_region}
+    turned = TableRegion((0.5, 0.0), (0.1, 0.02), math.pi / 2)  # long axis along base y
+    assert turned.contains((0.5, 0.09)) and not turned.contains((0.59, 0.0))
+    [std] = standards_for(["On(a, main_table_x_region)"], None, {"main_table_x_region": turned})
+    assert table_regions_in(std.describe())["main_table_x_region"].yaw_rad == pytest.approx(math.pi / 2, abs=1e-3)
+    with pytest.raises(ValueError, match="positive half sizes"):
+        standards_for(["On(a, r)"], None, {"r": {"center_xy_m": [0, 0], "half_xy_m": [0, 0.1], "yaw_rad": 0}})
+
+
+@pytest.mark.parametrize(("bowl_xy", "with_destination", "accepted"), [
+    ((0.63, 0.19), False, True),   # inside the rectangle, measured alone
+    ((0.63, 0.19), True, True),    # inside, measured against something else: the destination is not used
+    ((0.66, 0.19), False, False),  # 1 cm beyond its far edge
+])
+def test_a_table_region_goal_is_judged_by_the_object_centre_in_the_rectangle(
+        tmp_path: Path, bowl_xy: tuple[float, float], with_destination: bool, accepted: bool) -> None:
+    _world, api, gate, h, bowl = _table_gate(tmp_path, bowl_xy, ["On(bowl_1, main_table_stove_front_region)"],
+                                             {"main_table_stove_front_region": FRONT})
+    if with_destination:
+        plate = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "plate"}).result["value"]["detection_id"]
+        api.call("measure_object_geometry", (bowl, plate))
+    else:
+        api.call("measure_object_geometry", (bowl,))
+    out = api.call("finish")
+    assert out.result["success"] is accepted and gate.accepted_on_evidence is accepted
+    if not accepted:
+        assert "x from 0.570 to 0.650 m" in out.result["message"] and "[0.6600, 0.1900]" in out.result["message"]
+
+
+def test_a_table_region_needs_a_fresh_resting_measurement_per_goal(tmp_path: Path) -> None:
+    regions = {"main_table_stove_front_region": FRONT,
+               "main_table_plate_right_region": {"center_xy_m": [0.62, 0.2], "half_xy_m": [0.05, 0.05], "yaw_rad": 0}}
+    goals = ["On(bowl_1, main_table_stove_front_region)", "On(cup_1, main_table_plate_right_region)"]
+    world, api, gate, h, bowl = _table_gate(tmp_path, (0.62, 0.2), goals, regions)
+    api.call("measure_object_geometry", (bowl,))
+    out = api.call("finish")  # one object in both rectangles does not meet two goals
+    assert not out.result["success"] and "On(cup_1, main_table_plate_right_region)" in out.result["message"]
+    api.call("move_to", (world.objects["bowl"].tolist(),))
+    api.call("move_to", (), {"gripper": "close"})  # held: not resting
+    h = api.call("observe").result["value"]["observation_handle"]
+    fresh = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "bowl"}).result["value"]["detection_id"]
+    api.call("measure_object_geometry", (bowl,))
+    assert "used detections made before" in api.call("finish").result["message"]
+    api.call("measure_object_geometry", (fresh,))
+    out = api.call("finish")
+    assert "resting_height_consistent=False" in out.result["message"] and not gate.accepted_on_evidence

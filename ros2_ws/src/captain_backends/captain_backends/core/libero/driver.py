@@ -57,6 +57,7 @@ from captain_backends.core.libero.goals import (
     goal_terms,
     goal_text,
     joint_goal_positions,
+    table_regions,
 )
 from captain_backends.core.libero.perturbation import draw_wide_start, perturbation_record
 from captain_backends.core.libero.robot_model import ARM_JOINT_NAMES, pose_matrix
@@ -329,7 +330,9 @@ class LiberoDriver(SimulatedDriver):
         on) is drawn from the same seed. Without ``seed`` the n-th reset uses
         ``config.seed + n``. Time restarts at 0; the arm holds its configuration.
         ``extra["perturb_axes"]`` and ``extra["perturbation"]`` state what the start
-        changed (seed, objects moved, appearance draws, LIBERO-PRO variant).
+        changed (seed, objects moved, appearance draws, LIBERO-PRO variant);
+        ``extra["table_regions"]`` the goal's regions of the table as base-frame rectangles
+        (``goals.table_regions``), which TASK.md states and the completion gate checks.
         """
         self._require(LifecycleState.INACTIVE, LifecycleState.ACTIVE, "reset")
         with self._lock:
@@ -374,6 +377,9 @@ class LiberoDriver(SimulatedDriver):
         extra.update(perturb_axes=axes, perturbation=record)
         s.data.time = 0.0
         mujoco.mj_forward(s.model, s.data)
+        regions = table_regions(s.domain, s.T_base_world)
+        if regions:
+            extra["table_regions"] = regions
         s.domain._post_process()
         self._latch_current()
         self._gripper_target = 1.0 if settle_s > 0.0 else self._current_open_fraction()

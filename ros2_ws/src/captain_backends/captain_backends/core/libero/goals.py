@@ -117,3 +117,33 @@ def goal_roles(domain: Any, goal: GoalPredicate | None) -> tuple[str, str, tuple
     destination = goal.args[1] if len(goal.args) > 1 else ""
     position = entity_position(domain, destination or target)
     return target, destination, (tuple(float(v) for v in position) if position is not None else None)
+
+
+def table_regions(domain: Any, T_base_world: np.ndarray) -> dict[str, dict[str, Any]]:
+    """The goal's regions of the table (sites whose parent is the table or floor, not an
+    object or fixture: ``main_table_stove_front_region``), as rectangles in the robot base
+    frame: ``{name: {"center_xy_m": [x, y], "half_xy_m": [hx, hy], "yaw_rad": a}}``, m and
+    rad, rounded to the millimetre.
+
+    LIBERO counts an object ``On`` such a region when its origin lies within the site's
+    half sizes (x, y) and rests on the table; nothing marks the region in the images, so
+    the task states it (``TaskInfo.extra["table_regions"]``). Part of the task's
+    definition, not simulator state: the table does not move."""
+    out: dict[str, dict[str, Any]] = {}
+    states = getattr(domain, "object_states_dict", {})
+    sites = getattr(domain, "object_sites_dict", {})
+    bodies = set(getattr(domain, "objects_dict", {})) | set(getattr(domain, "fixtures_dict", {}))
+    for term in goal_terms(domain):
+        for name in term[1:]:
+            state, site = states.get(name), sites.get(name)
+            if site is None or state is None or getattr(state, "parent_name", None) in bodies or name in out:
+                continue
+            xpos = np.asarray(domain.sim.data.get_site_xpos(name), dtype=float)
+            xmat = np.asarray(domain.sim.data.get_site_xmat(name), dtype=float).reshape(3, 3)
+            center = T_base_world[:3, :3] @ xpos + T_base_world[:3, 3]
+            axis = T_base_world[:3, :3] @ xmat[:, 0]
+            half = np.asarray(site.size, dtype=float)[:2]
+            out[name] = {"center_xy_m": [round(float(v), 3) for v in center[:2]],
+                         "half_xy_m": [round(float(v), 3) for v in half],
+                         "yaw_rad": round(float(np.arctan2(axis[1], axis[0])), 3)}
+    return out

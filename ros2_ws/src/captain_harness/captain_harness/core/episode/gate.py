@@ -14,6 +14,11 @@ TASK.md states:
   cabinet): the same measurement, with the object's centre within the destination's
   measured extent (``xy_distance_m`` at most the destination's measured footprint
   radius) instead of within the tolerance of its centre;
+* relations to a region of the table (``main_table_stove_front_region``: an area of the
+  table with nothing there to see or click): TASK.md states the region as a rectangle in
+  the robot base frame (``TableRegion``, from the task's definition); a successful fresh
+  ``measure_object_geometry(object)`` (with or without a destination) puts the object's
+  centre inside it, with ``resting_height_consistent`` true;
 * articulated parts (``Open``, ``Close``, ``TurnOn``, ``TurnOff``): a successful fresh
   perception or measurement call after the last physical action;
 * a free-form instruction without predicates: a fresh ``observe()`` after the last
@@ -68,6 +73,63 @@ class GateConfig:
 
 
 @dataclass(frozen=True)
+class TableRegion:
+    """A region of the table as the task defines it, in the robot base frame.
+
+    Attributes:
+        center_xy_m: the rectangle's centre (x, y), m, base frame.
+        half_xy_m: its half sizes along its own axes, m.
+        yaw_rad: the angle of its first axis from the base x axis, rad (counter-clockwise).
+    """
+
+    center_xy_m: tuple[float, float]
+    half_xy_m: tuple[float, float]
+    yaw_rad: float = 0.0
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TableRegion:
+        """From ``{"center_xy_m": [x, y], "half_xy_m": [hx, hy], "yaw_rad": a}`` (a
+        driver's ``TaskInfo.extra["table_regions"]`` entry); ValueError when malformed."""
+        try:
+            center = tuple(float(v) for v in data["center_xy_m"])
+            half = tuple(float(v) for v in data["half_xy_m"])
+            yaw = float(data.get("yaw_rad", 0.0))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"a table region needs center_xy_m, half_xy_m and yaw_rad: {data!r}") from exc
+        if len(center) != 2 or len(half) != 2 or min(half) <= 0 or not all(map(math.isfinite, (*center, *half, yaw))):
+            raise ValueError("a table region needs two finite centre coordinates and two positive half "
+                             f"sizes: {data!r}")
+        return cls((center[0], center[1]), (half[0], half[1]), yaw)
+
+    def contains(self, xy: Sequence[float]) -> bool:
+        """Whether the point ``xy`` (base frame, m) lies inside the rectangle."""
+        dx, dy = float(xy[0]) - self.center_xy_m[0], float(xy[1]) - self.center_xy_m[1]
+        c, s = math.cos(self.yaw_rad), math.sin(self.yaw_rad)
+        return abs(c * dx + s * dy) <= self.half_xy_m[0] and abs(-s * dx + c * dy) <= self.half_xy_m[1]
+
+    def words(self) -> str:
+        """The rectangle as TASK.md states it (parsed back by ``table_regions_in``)."""
+        (x, y), (hx, hy) = self.center_xy_m, self.half_xy_m
+        text = f"centre [{x:.3f}, {y:.3f}] m, half sizes [{hx:.3f}, {hy:.3f}] m, yaw {self.yaw_rad:.3f} rad"
+        if abs(self.yaw_rad) < 1e-6:
+            text += f" (x from {x - hx:.3f} to {x + hx:.3f} m, y from {y - hy:.3f} to {y + hy:.3f} m)"
+        return text
+
+
+#: ``table_regions_in``: a table region as ``TableRegion.words`` writes it after its name.
+_TABLE_REGION_RE = re.compile(
+    r"`(?P<name>[A-Za-z0-9_]+)` is the table's rectangle centre \[(?P<x>-?[\d.]+), (?P<y>-?[\d.]+)\] m, "
+    r"half sizes \[(?P<hx>[\d.]+), (?P<hy>[\d.]+)\] m, yaw (?P<yaw>-?[\d.]+) rad")
+
+
+def table_regions_in(text: str) -> dict[str, TableRegion]:
+    """The table regions a TASK.md text states, by goal argument (the policy's way to
+    read them back; empty when it states none)."""
+    return {m["name"]: TableRegion((float(m["x"]), float(m["y"])), (float(m["hx"]), float(m["hy"])), float(m["yaw"]))
+            for m in _TABLE_REGION_RE.finditer(text)}
+
+
+@dataclass(frozen=True)
 class GoalStandard:
     """The success standard of one goal predicate, as TASK.md states it and the gate checks it.
 
@@ -76,6 +138,8 @@ class GoalStandard:
         args: the names the predicate relates (benchmark names, for the reader).
         kind: ``"relation"``, ``"articulation"`` or ``"other"``.
         xy_tolerance_m: horizontal tolerance of a relation, metres (None otherwise).
+        region: the destination is a region of a fixture or of the table.
+        table_region: the destination is this region of the table (None otherwise).
     """
 
     predicate: str
@@ -83,6 +147,7 @@ class GoalStandard:
     kind: str
     xy_tolerance_m: float | None = None
     region: bool = False
+    table_region: TableRegion | None = None
 
     @property
     def label(self) -> str:
@@ -91,6 +156,12 @@ class GoalStandard:
 
     def describe(self, require_resting_height: bool = True) -> str:
         """One sentence for TASK.md."""
+        if self.kind == "relation" and self.table_region is not None:
+            rest = " and `resting_height_consistent` is true" if require_resting_height else ""
+            return (f"`{self.label}`: `{self.args[-1]}` is the table's rectangle {self.table_region.words()} in "
+                    f"the robot base frame (nothing marks it on the table); after your last physical action, "
+                    f"`measure_object_geometry(object)` on a fresh observation (a destination may be given; it "
+                    f"is not used) puts the object's centre (`object.center_xy_m`) inside it{rest}.")
         if self.kind == "relation" and self.region:
             rest = " and `resting_height_consistent` is true" if require_resting_height else ""
             return (f"`{self.label}`: after your last physical action, "
@@ -120,15 +191,23 @@ def parse_goal(text: str) -> tuple[str, tuple[str, ...]]:
     return m.group(1).lower(), args
 
 
-def standards_for(goals: Sequence[str], config: GateConfig | None = None) -> list[GoalStandard]:
-    """The success standard of each goal predicate."""
+def standards_for(goals: Sequence[str], config: GateConfig | None = None,
+                  table_regions: dict[str, Any] | None = None) -> list[GoalStandard]:
+    """The success standard of each goal predicate.
+
+    ``table_regions``: regions of the table by goal argument, ``TableRegion`` or its dict
+    form (a driver's ``TaskInfo.extra["table_regions"]``); a relation to one is judged
+    against that rectangle. ValueError on a malformed entry."""
     cfg = config or GateConfig()
+    regions = {str(k): v if isinstance(v, TableRegion) else TableRegion.from_dict(v)
+               for k, v in (table_regions or {}).items()}
     out = []
     for goal in goals:
         predicate, args = parse_goal(goal)
         if predicate in RELATION_PREDICATES and len(args) >= 2:
             out.append(GoalStandard(predicate, args, "relation", cfg.xy_tolerance_m,
-                                    region=bool(_REGION_RE.search(args[-1]))))
+                                    region=bool(_REGION_RE.search(args[-1])) or args[-1] in regions,
+                                    table_region=regions.get(args[-1])))
         elif predicate in ARTICULATION_PREDICATES:
             out.append(GoalStandard(predicate, args, "articulation"))
         else:
@@ -208,17 +287,35 @@ class CompletionGate:
         relations = [s for s in self.standards if s.kind == "relation"]
         evidence: list[int] = []
         details: dict[str, Any] = {"last_physical_call": last.index}
+        on_table = [s for s in relations if s.table_region is not None]
+        relations = [s for s in relations if s.table_region is None]
+        measured_any = [
+            r
+            for r in fresh
+            if r.name == "measure_object_geometry"
+            and r.result.get("success")
+            and isinstance(r.result.get("value"), dict)
+        ]
+        stale: list[CallRecord] = []
+        if self.config.require_fresh_detections:
+            stale = self._stale(log, measured_any, last.index)
+            measured_any = [r for r in measured_any if r not in stale]
+        if on_table:
+            if not measured_any and stale:
+                return GateVerdict(False, self._stale_reason(stale[-1], where), details=details)
+            verdict = self._table_regions(on_table, measured_any, where)
+            if not verdict.passed:
+                verdict.details.update(details)
+                return verdict
+            evidence.extend(verdict.evidence)
+            details["table_regions_passed"] = len(on_table)
         if relations:
             tol = min(s.xy_tolerance_m or self.config.xy_tolerance_m for s in relations)
             n_regions = sum(1 for s in relations if s.region)
-            measured = [
-                r
-                for r in fresh
-                if r.name == "measure_object_geometry"
-                and r.result.get("success")
-                and _arg(r, 1, "destination_id") is not None
-                and isinstance(r.result.get("value"), dict)
-            ]
+            measured = [r for r in measured_any if _arg(r, 1, "destination_id") is not None]
+            stale_pairs = [r for r in stale if _arg(r, 1, "destination_id") is not None]
+            if not measured and stale_pairs:
+                return GateVerdict(False, self._stale_reason(stale_pairs[-1], where), details=details)
             if not measured:
                 return GateVerdict(
                     False,
@@ -226,30 +323,6 @@ class CompletionGate:
                     "measure the object against its destination, then call finish() again",
                     details=details,
                 )
-            if self.config.require_fresh_detections:
-                origin: dict[str, int] = {}
-                for r in log:
-                    if r.name != "measure_object_geometry" and r.result.get("success"):
-                        for det in _detection_ids(r.result.get("value")):
-                            origin.setdefault(det, r.index)
-                stale = [
-                    r
-                    for r in measured
-                    if any(
-                        origin.get(str(_arg(r, i, k)), last.index + 1) < last.index
-                        for i, k in ((0, "object_id"), (1, "destination_id"))
-                    )
-                ]
-                if stale and len(stale) == len(measured):
-                    r = stale[-1]
-                    return GateVerdict(
-                        False,
-                        f"measure_object_geometry (call #{r.index}) used detections made "
-                        f"before {where}; observe again, mark or segment the object and "
-                        "destination in the new observation, measure, then call finish()",
-                        details=details,
-                    )
-                measured = [r for r in measured if r not in stale]
             passing: dict[tuple[str, str], int] = {}
             in_extent: dict[tuple[str, str], int] = {}
             worst = None
@@ -301,6 +374,64 @@ class CompletionGate:
                 )
             evidence.append(looks[-1].index)
         return GateVerdict(True, "", sorted(set(evidence)), details)
+
+    @staticmethod
+    def _stale(log: Sequence[CallRecord], measured: Sequence[CallRecord], last_index: int) -> list[CallRecord]:
+        """The measurements among ``measured`` that used a detection made before the call
+        ``last_index`` (the last physical action)."""
+        origin: dict[str, int] = {}
+        for r in log:
+            if r.name != "measure_object_geometry" and r.result.get("success"):
+                for det in _detection_ids(r.result.get("value")):
+                    origin.setdefault(det, r.index)
+        return [
+            r for r in measured
+            if any(origin.get(str(_arg(r, i, k)), last_index + 1) < last_index
+                   for i, k in ((0, "object_id"), (1, "destination_id")) if _arg(r, i, k) is not None)
+        ]
+
+    @staticmethod
+    def _stale_reason(r: CallRecord, where: str) -> str:
+        return (f"measure_object_geometry (call #{r.index}) used detections made "
+                f"before {where}; observe again, mark or segment the object and "
+                "destination in the new observation, measure, then call finish()")
+
+    def _table_regions(self, standards: Sequence[GoalStandard], measured: Sequence[CallRecord],
+                       where: str) -> GateVerdict:
+        """Each relation to a region of the table needs its own measurement (a distinct
+        object detection) whose object centre lies inside the region's rectangle."""
+        used: set[str] = set()
+        evidence: list[int] = []
+        for standard in standards:
+            region = standard.table_region
+            assert region is not None
+            inside, closest = None, None
+            for r in reversed(measured):
+                obj = r.result["value"].get("object")
+                xy = obj.get("center_xy_m") if isinstance(obj, dict) else None
+                det = str(_arg(r, 0, "object_id"))
+                if det in used or not isinstance(xy, (list, tuple)) or len(xy) < 2:
+                    continue
+                resting = r.result["value"].get("resting_height_consistent")
+                rest_ok = resting is True or not self.config.require_resting_height
+                if region.contains(xy) and rest_ok:
+                    inside = (r, det)
+                    break
+                closest = closest or (r, xy, resting)
+            if inside is None:
+                if closest is None:
+                    reason = (f"no measure_object_geometry(object) after {where} for {standard.label}; "
+                              "observe, measure the object, then call finish() again")
+                else:
+                    r, xy, resting = closest
+                    reason = (f"the measurement after {where} (call #{r.index}) puts the object's centre at "
+                              f"[{float(xy[0]):.4f}, {float(xy[1]):.4f}] m with resting_height_consistent="
+                              f"{resting}; {standard.label} needs it inside the table's rectangle "
+                              f"{region.words()}; the goal is not met yet")
+                return GateVerdict(False, reason)
+            used.add(inside[1])
+            evidence.append(inside[0].index)
+        return GateVerdict(True, "", evidence)
 
     def finish(self, log: Sequence[CallRecord], summary: str = "") -> CallOutcome:
         """Judge one ``finish()`` call; returns its result dict and receipt."""

@@ -256,7 +256,8 @@ def run_episode(
         perturb = list((getattr(info, "extra", None) or {}).get("perturb_axes", []))
         recorder.meta["perturb_axes"] = perturb
         perturbation = dict((getattr(info, "extra", None) or {}).get("perturbation") or {})
-        gate = CompletionGate(standards_for(tuple(getattr(info, "goals", ()) or ()), cfg.gate), cfg.gate)
+        gate = CompletionGate(standards_for(tuple(getattr(info, "goals", ()) or ()), cfg.gate,
+                                            (getattr(info, "extra", None) or {}).get("table_regions")), cfg.gate)
         backend.api.register("finish", gate.primitive(backend.api), physical=False, group="finish")
         task_md = render_task_md(
             TaskMdContext(
