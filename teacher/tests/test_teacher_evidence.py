@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from captain_backends.core.snapshot import GoalPredicate, ObjectPose, SimSnapshot
-from captain_harness.core.episode.gate import TableRegion, standards_for, table_regions_in
+from captain_harness.core.episode.gate import TableRegion, inside_walls, standards_for, table_regions_in
 from captain_teacher.boxes import rot_z
 from captain_teacher.planners.destinations import destination_for
 from captain_teacher.planners.evidence import relation_check
@@ -22,18 +22,19 @@ T_WORLD_BASE = np.array([[1.0, 0, 0, -0.66], [0, 1.0, 0, 0.0], [0, 0, 1.0, 0.912
 YAW_90 = (math.cos(math.pi / 4), 0.0, 0.0, math.sin(math.pi / 4))
 
 
-def _ctx(fixture: str, region: str, measured_offset_xy: tuple[float, float]) -> tuple[SimpleNamespace, object]:
+def _ctx(fixture: str, region: str, measured_offset_xy: tuple[float, float],
+         relation: str = "on") -> tuple[SimpleNamespace, object]:
     """A scene with a black bowl and ``fixture`` turned 90 deg, the fixture's earlier
     measurement printed ``measured_offset_xy`` (m) off its box centre (a segmentation bias)."""
     objects = {"akita_black_bowl_1": ObjectPose((-0.1, 0.2, 0.93), (1.0, 0.0, 0.0, 0.0)),
                fixture: ObjectPose((-0.2, -0.1, 0.905), YAW_90)}
-    goal = GoalPredicate("on", ("akita_black_bowl_1", region), False)
+    goal = GoalPredicate(relation, ("akita_black_bowl_1", region), False)
     scene = SceneView(SimSnapshot(0.0, (-0.2, 0.0, 1.17), 1.0, objects, dict(objects), (goal,), "", "", None),
                       T_WORLD_BASE)
     measured = scene.box(fixture).center_m[:2] + np.asarray(measured_offset_xy)
     dv = "stove" if "stove" in fixture else "cabinet"
     ctx = SimpleNamespace(scene=scene, printed_history=[{dv: {"center": [*measured, 0.9]}}], table_regions={})
-    return ctx, destination_for(region, "on", scene)
+    return ctx, destination_for(region, relation, scene)
 
 
 def _verdict(lines: list[str], check: str, object_xy: np.ndarray, fixture_xy: np.ndarray) -> bool:
@@ -103,3 +104,21 @@ def test_a_table_region_is_checked_against_the_rectangle_task_md_states(yaw: flo
         verdicts.append(_verdict(lines, check, xy, stove + rng.normal(0, 0.02, 2)))
         assert verdicts[-1] == region.contains(xy), xy
     assert 20 < sum(verdicts) < 180
+
+
+def test_inside_a_container_the_walls_stand_in_for_resting() -> None:
+    """``In`` a drawer of the cabinet: the cell checks the object's lowest seen point inside
+    the walls as the gate does (``gate.inside_walls``), whatever the resting flag says."""
+    ctx, dest = _ctx("wooden_cabinet_1", "wooden_cabinet_1_top_region", (0.0, 0.0), relation="in")
+    assert dest.container and dest.relation == "in"
+    lines, check, _ = relation_check(ctx, "fin", "akita_black_bowl_1", dest, 0.02)
+    assert "resting_height_consistent" not in check and "lowest_point_z_m" in check
+    region = dest.region_center_m(ctx.scene)[:2]
+    fixture_now = ctx.scene.box("wooden_cabinet_1").center_m[:2]
+    for low, top in ((0.05, 0.2), (0.185, 0.2), (0.17, 0.2), (0.25, 0.2)):
+        fin = {"object": {"center_xy_m": list(region), "lowest_point_z_m": low},
+               "destination": {"center_xy_m": list(fixture_now), "top_z_m": top},
+               "resting_height_consistent": False}
+        session = {"np": np, "fin": fin}
+        exec("\n".join(lines[:-2]), session)  # the last two lines print
+        assert bool(eval(check, session)) == inside_walls(fin), (low, top)

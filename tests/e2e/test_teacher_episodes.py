@@ -173,12 +173,12 @@ def test_an_injected_mistake_is_recovered_from_and_flagged(tmp_path: Path) -> No
 
 
 def test_a_finish_against_the_teachers_own_measurement_is_not_trained_on(tmp_path: Path) -> None:
-    # the alphabet soup can in the basket (host success), seen from above inside the basket's
-    # walls: only its top shows, so its measured bottom stands far above the basket's floor
-    # and resting_height_consistent is false; the teacher's own check fails, it finishes
-    # anyway (it knows from the host), the gate accepts the third call, and every finish
-    # after the failed check is left unsupervised
-    outcome = run_episode("libero_object/0", policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=13)
+    # the white mug on the plate and the pudding beside it (host success): mug and plate are
+    # the same white and the mug hides most of the plate, so the click on the mug marks a
+    # region far wider than the mug and the measurement does not show it resting on the
+    # plate; the teacher's own check fails, it finishes anyway (it knows from the host), the
+    # gate accepts the third call, and every finish after the failed check is left unsupervised
+    outcome = run_episode("libero_10/6", policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=11)
     assert outcome.outcome == "strict_success", outcome.end_reason
     events = _events(outcome)
     rows = [json.loads(x) for x in (Path(outcome.record_dir) / "rows.jsonl").read_text().splitlines()]

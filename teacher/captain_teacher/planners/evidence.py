@@ -11,7 +11,9 @@ lies on its fixture, which way a drawer slides), never a verdict:
   the top of the rack or the cabinet): the object's measured centre lies inside the
   region's extent, the region placed by where it lies relative to the fixture's measured
   centre and measured along the fixture's sides (plus the resting check); the fixture's
-  centre itself is not the target;
+  centre itself is not the target; inside a container (``In``) the object's lowest seen
+  point at least ``gate.INSIDE_MARGIN_M`` below the container's measured top stands in for
+  the resting check (the gate's standard: its foot is hidden);
 * a relation to a region of the table (``main_table_stove_front_region``): the object's
   measured centre inside the base-frame rectangle TASK.md states for it (plus the resting
   check), the standard the completion gate applies;
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from captain_harness.core.episode.gate import TableRegion
+from captain_harness.core.episode.gate import INSIDE_MARGIN_M, TableRegion
 from captain_teacher.cells import num, vec
 from captain_teacher.context import TeacherContext
 from captain_teacher.fixtures import Drawer, drawer_for_region, drawers
@@ -143,7 +145,15 @@ def relation_check(ctx: TeacherContext, var: str, obj: str, dest: Destination, t
              f"  # within the {region}'s {num(2 * hx * 100, 1)} x {num(2 * hy * 100, 1)} cm along the {dlab}'s sides",
              f'print("{olab} in the {dlab}\'s {region}:", {var}_in, np.round({off}, 4).tolist(), '
              f'{var}["resting_height_consistent"])']
-    check = f'{var}_in and {var}["resting_height_consistent"]'
+    if dest.relation == "in":
+        # inside a container: its foot is hidden (by its own walls or the container's), so
+        # the gate's standard is the lowest seen point inside the walls, not resting
+        low, top = f'{var}["object"]["lowest_point_z_m"]', f'{var}["destination"]["top_z_m"]'
+        lines.append(f'print("{olab} inside the {dlab}\'s walls:", round({low}, 4), "<=", round({top}, 4), '
+                     f'"- {num(INSIDE_MARGIN_M)}")')
+        check = f"{var}_in and {low} <= {top} - {num(INSIDE_MARGIN_M)}"
+    else:
+        check = f'{var}_in and {var}["resting_height_consistent"]'
     return lines, check, f"the {olab} against the {dlab}'s {region}"
 
 

@@ -113,6 +113,7 @@ class ToyWorld:
                 "center_m": p.tolist(),
                 "center_xy_m": p[:2].tolist(),
                 "top_z_m": float(p[2] + 0.02),
+                "lowest_point_z_m": float(p[2] - 0.02),
                 "footprint": {"radius_m": 0.04},
             }
 

@@ -202,3 +202,33 @@ def test_a_table_region_needs_a_fresh_resting_measurement_per_goal(tmp_path: Pat
     api.call("measure_object_geometry", (fresh,))
     out = api.call("finish")
     assert "resting_height_consistent=False" in out.result["message"] and not gate.accepted_on_evidence
+
+
+@pytest.mark.parametrize(("goal", "dz", "accepted"), [
+    ("In(akita_black_bowl_1, plate_1_contain_region)", -0.005, True),  # held low, 2.5 cm inside the walls
+    ("In(akita_black_bowl_1, plate_1_contain_region)", 0.01, False),   # 1 cm inside: short of 2 cm
+    ("On(akita_black_bowl_1, flat_stove_1_cook_region)", -0.005, False),  # on a region: resting still counts
+])
+def test_the_inside_of_a_region_is_judged_by_the_walls_not_by_resting(tmp_path: Path, goal: str, dz: float,
+                                                                      accepted: bool) -> None:
+    """Seen into a container, an object's foot is hidden and resting cannot be told: for
+    ``In`` the object's lowest seen point inside the destination's walls (2 cm below its
+    measured top) stands in for it, and TASK.md says so."""
+    world = ToyWorld(tmp_path)
+    api = RobotAPI()
+    api.register_object(world)
+    standards = standards_for([goal])
+    assert standards[0].inside == goal.startswith("In(")
+    assert ("lowest_point_z_m" in standards[0].describe()) == standards[0].inside
+    gate = CompletionGate(standards, GateConfig())
+    api.register("finish", gate.primitive(api), group="finish")
+    api.call("move_to", (world.objects["bowl"].tolist(),))
+    api.call("move_to", (), {"gripper": "close"})
+    api.call("move_to", ((world.objects["plate"] + [0.03, 0, 0.02 + dz]).tolist(),))  # held: not resting
+    value = measure(api)["value"]
+    assert value["resting_height_consistent"] is False
+    assert value["object"]["lowest_point_z_m"] == pytest.approx(value["destination"]["top_z_m"] - 0.02 + dz)
+    out = api.call("finish")
+    assert out.result["success"] is accepted and gate.accepted_on_evidence is accepted
+    if not accepted and standards[0].inside:
+        assert "lowest seen point" in out.result["message"]

@@ -13,7 +13,12 @@ TASK.md states:
   ``..._side``: the stove's cook region, the inside of a basket, the top of the
   cabinet): the same measurement, with the object's centre within the destination's
   measured extent (``xy_distance_m`` at most the destination's measured footprint
-  radius) instead of within the tolerance of its centre;
+  radius) instead of within the tolerance of its centre; for ``In`` (the inside of a
+  basket, a drawer, a compartment) the object's lowest seen point at least
+  ``INSIDE_MARGIN_M`` below the destination's measured top (inside its walls) stands in
+  for ``resting_height_consistent``: LIBERO's ``In`` is where the object is, and seen
+  into a container from above an object's foot is hidden by its own walls or the
+  container's, so whether it rests cannot be seen;
 * relations to a region of the table (``main_table_stove_front_region``: an area of the
   table with nothing there to see or click): TASK.md states the region as a rectangle in
   the robot base frame (``TableRegion``, from the task's definition); a successful fresh
@@ -40,6 +45,11 @@ from captain_harness.core.api import CallRecord
 from captain_harness.core.results import CallOutcome, FailureCategory, make_result
 
 RELATION_PREDICATES = frozenset({"on", "in", "inside", "stack", "ontop", "onto", "under", "placed"})
+#: Relations that put an object inside a region (a container's inside).
+INSIDE_PREDICATES = frozenset({"in", "inside"})
+#: How far below the destination's measured top an object's lowest seen point must be for
+#: it to be inside the destination's walls, m (an object lying across the rim is not).
+INSIDE_MARGIN_M = 0.02
 ARTICULATION_PREDICATES = frozenset({"open", "close", "closed", "turnon", "turnoff", "turn_on", "turn_off"})
 #: Calls that count as a fresh look at the scene for articulated goals.
 PERCEPTION_CALLS = ("observe", "compare_object_observations", "measure_object_geometry",
@@ -150,6 +160,12 @@ class GoalStandard:
     table_region: TableRegion | None = None
 
     @property
+    def inside(self) -> bool:
+        """A relation to the inside of a region of a fixture (``In(can, basket_1_contain_region)``)."""
+        return self.kind == "relation" and self.region and self.table_region is None \
+            and self.predicate in INSIDE_PREDICATES
+
+    @property
     def label(self) -> str:
         """The predicate as written in the task, e.g. ``On(bowl_1, plate_1)``."""
         return f"{self.predicate.capitalize()}({', '.join(self.args)})"
@@ -162,6 +178,13 @@ class GoalStandard:
                     f"the robot base frame (nothing marks it on the table); after your last physical action, "
                     f"`measure_object_geometry(object)` on a fresh observation (a destination may be given; it "
                     f"is not used) puts the object's centre (`object.center_xy_m`) inside it{rest}.")
+        if self.inside:
+            return (f"`{self.label}`: after your last physical action, "
+                    f"`measure_object_geometry(object, destination)` on a fresh observation puts the object's "
+                    f"centre within the destination's measured extent (`xy_distance_m` <= the destination's "
+                    f"`footprint.radius_m`) and inside its walls: the object's lowest seen point "
+                    f"(`object.lowest_point_z_m`) at least {INSIDE_MARGIN_M:g} m below the destination's top "
+                    f"(`destination.top_z_m`).")
         if self.kind == "relation" and self.region:
             rest = " and `resting_height_consistent` is true" if require_resting_height else ""
             return (f"`{self.label}`: after your last physical action, "
@@ -265,6 +288,26 @@ def _xy_distance(value: dict[str, Any]) -> float | None:
     return None
 
 
+def inside_walls(value: dict[str, Any]) -> bool:
+    """Whether a measurement puts the object's lowest seen point ``INSIDE_MARGIN_M`` below
+    the destination's measured top."""
+    obj, dest = value.get("object"), value.get("destination")
+    low = obj.get("lowest_point_z_m") if isinstance(obj, dict) else None
+    top = dest.get("top_z_m") if isinstance(dest, dict) else None
+    return (isinstance(low, (int, float)) and isinstance(top, (int, float)) and math.isfinite(low)
+            and math.isfinite(top) and low <= top - INSIDE_MARGIN_M)
+
+
+def _inside_words(value: dict[str, Any]) -> str:
+    obj, dest = value.get("object"), value.get("destination")
+    low = obj.get("lowest_point_z_m") if isinstance(obj, dict) else None
+    top = dest.get("top_z_m") if isinstance(dest, dict) else None
+    if not isinstance(low, (int, float)) or not isinstance(top, (int, float)):
+        return ""
+    return (f", and the object's lowest seen point {low:.4f} m against the destination's top {top:.4f} m "
+            f"(inside its walls: at least {INSIDE_MARGIN_M:g} m below it)")
+
+
 class CompletionGate:
     """Judges ``finish()`` calls on the call log. See the module docstring."""
 
@@ -323,8 +366,10 @@ class CompletionGate:
                     "measure the object against its destination, then call finish() again",
                     details=details,
                 )
+            n_inside = sum(1 for s in relations if s.inside)
             passing: dict[tuple[str, str], int] = {}
-            in_extent: dict[tuple[str, str], int] = {}
+            in_extent: dict[tuple[str, str], int] = {}  # resting, within a destination's extent
+            inside: dict[tuple[str, str], int] = {}  # within the extent and inside the walls, not resting
             worst = None
             for r in measured:
                 value = r.result["value"]
@@ -333,26 +378,36 @@ class CompletionGate:
                 extent = _extent_radius(value) if n_regions else None
                 rest_ok = resting is True or not self.config.require_resting_height
                 pair = (str(_arg(r, 0, "object_id")), str(_arg(r, 1, "destination_id")))
+                within = dist is not None and extent is not None and dist <= extent
                 if dist is not None and dist <= tol and rest_ok:
                     passing[pair] = r.index
-                elif dist is not None and extent is not None and dist <= extent and rest_ok:
+                elif within and rest_ok:
                     in_extent[pair] = r.index
+                elif within and n_inside and inside_walls(value):
+                    inside[pair] = r.index
                 else:
-                    worst = (r, dist, resting)
+                    worst = (r, dist, resting, _inside_words(value) if n_inside else "")
             # relations to objects need the tolerance; relations to regions the measured extent
-            enough = (len(passing) >= len(relations) - n_regions
-                      and len(passing) + min(len(in_extent), n_regions) >= len(relations))
+            # (resting, or inside the walls for the inside of one)
+            n_objects = len(relations) - n_regions
+            spare = len(passing) - n_objects
+            regions_on = n_regions - n_inside
+            on_cover = min(len(in_extent), regions_on)
+            from_spare = min(max(spare, 0), regions_on - on_cover)
+            inside_cover = min(len(inside) + len(in_extent) - on_cover + max(spare, 0) - from_spare, n_inside)
+            enough = spare >= 0 and on_cover + from_spare == regions_on and inside_cover == n_inside
             if enough:
                 passing.update(dict(list(in_extent.items())[:n_regions]))
+                passing.update(dict(list(inside.items())[:max(n_regions - len(in_extent), 0)]))
             if not enough:
                 if worst is not None:
-                    r, dist, resting = worst
+                    r, dist, resting, walls = worst
                     extent_words = ", or the destination's measured extent for a region" if n_regions else ""
                     dist_text = "unknown" if dist is None else f"{dist:.4f} m"
                     reason = (
                         f"the measurement after {where} (call #{r.index}) gives xy_distance_m={dist_text} "
-                        f"(tolerance {tol:g} m{extent_words}) and resting_height_consistent={resting}; the goal is not "
-                        "met yet"
+                        f"(tolerance {tol:g} m{extent_words}) and resting_height_consistent={resting}{walls}; "
+                        "the goal is not met yet"
                     )
                 else:
                     reason = (
