@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from captain_harness.core.episode.gate import table_regions_in
+from captain_harness.core.episode.history import text_of
 from captain_harness.core.episode.policy.base import PolicyClient, PolicyReply, PolicyRequest, ToolCall, new_call_id
 from captain_harness.core.episode.prompt import instruction_of
 from captain_teacher.context import Step, TeacherContext
@@ -75,16 +76,6 @@ class TeacherEpisode:
             return None
         self.started = True
         return step
-
-
-def _system_text(messages: list[dict[str, Any]]) -> str:
-    """The text of the system message (the harness prompt with TASK.md), '' without one."""
-    for m in messages:
-        if m.get("role") == "system":
-            content = m.get("content")
-            return content if isinstance(content, str) else "\n".join(
-                p.get("text", "") for p in content or [] if isinstance(p, dict))
-    return ""
 
 
 def _snapshot_of(host_context: Any) -> Any:
@@ -142,7 +133,8 @@ class TeacherPolicy(PolicyClient):
                 style = with_failure(style, rng, self.failure_rate, self.failures)
             instruction = instruction_of(request.messages) or "the task in TASK.md"
             ep = TeacherEpisode(TeacherContext(request.episode_id, style, rng), instruction)
-            ep.ctx.table_regions = table_regions_in(_system_text(request.messages))
+            system = next((m for m in request.messages if m.get("role") == "system"), {})
+            ep.ctx.table_regions = table_regions_in(text_of(system))  # TASK.md is in the system message
             ep.episode_seed = episode_seed
             self._episodes[request.episode_id] = ep
             while len(self._episodes) > 8:

@@ -33,6 +33,16 @@ def setup(tmp_path: Path):
     return world, api, gate
 
 
+def _gated(tmp_path: Path, standards: list, **world_options) -> tuple[ToyWorld, RobotAPI, CompletionGate]:
+    """A toy world behind a ``RobotAPI`` whose ``finish`` is a gate with ``standards``."""
+    world = ToyWorld(tmp_path, **world_options)
+    api = RobotAPI()
+    api.register_object(world)
+    gate = CompletionGate(standards, GateConfig())
+    api.register("finish", gate.primitive(api), group="finish")
+    return world, api, gate
+
+
 def measure(api: RobotAPI) -> dict:
     h = api.call("observe").result["value"]["observation_handle"]
     b = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "bowl"}).result["value"]["detection_id"]
@@ -107,14 +117,10 @@ def test_measurement_before_the_last_action_or_with_stale_detections_does_not_co
     ("On(akita_black_bowl_1, plate_1)", 0.03, False),                 # an object: 2 cm of its centre
 ])
 def test_region_goals_are_judged_by_the_measured_extent(tmp_path: Path, goal: str, dx: float, accepted: bool) -> None:
-    world = ToyWorld(tmp_path)
-    api = RobotAPI()
-    api.register_object(world)
-    standards = standards_for([goal])
+    world, api, gate = _gated(tmp_path, standards_for([goal]))
+    standards = gate.standards
     assert standards[0].region == goal.startswith("In(")
     assert ("footprint.radius_m" in standards[0].describe()) == standards[0].region
-    gate = CompletionGate(standards, GateConfig())
-    api.register("finish", gate.primitive(api), group="finish")
     place(api, world, dx=dx)
     assert abs(measure(api)["value"]["xy_distance_m"] - dx) < 1e-6
     out = api.call("finish")
@@ -139,11 +145,7 @@ FRONT = {"center_xy_m": [0.61, 0.21], "half_xy_m": [0.04, 0.04], "yaw_rad": 0.0}
 
 
 def _table_gate(tmp_path: Path, bowl_xy: tuple[float, float], goals: list[str], regions: dict):
-    world = ToyWorld(tmp_path, bowl_xy=bowl_xy)
-    api = RobotAPI()
-    api.register_object(world)
-    gate = CompletionGate(standards_for(goals, GateConfig(), regions), GateConfig())
-    api.register("finish", gate.primitive(api), group="finish")
+    world, api, gate = _gated(tmp_path, standards_for(goals, GateConfig(), regions), bowl_xy=bowl_xy)
     api.call("hold", (), {"duration_s": 0.1})  # the last physical action
     h = api.call("observe").result["value"]["observation_handle"]
     bowl = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "bowl"}).result["value"]["detection_id"]
@@ -214,14 +216,10 @@ def test_the_inside_of_a_region_is_judged_by_the_walls_not_by_resting(tmp_path: 
     """Seen into a container, an object's foot is hidden and resting cannot be told: for
     ``In`` the object's lowest seen point inside the destination's walls (2 cm below its
     measured top) stands in for it, and TASK.md says so."""
-    world = ToyWorld(tmp_path)
-    api = RobotAPI()
-    api.register_object(world)
-    standards = standards_for([goal])
+    world, api, gate = _gated(tmp_path, standards_for([goal]))
+    standards = gate.standards
     assert standards[0].inside == goal.startswith("In(")
     assert ("lowest_point_z_m" in standards[0].describe()) == standards[0].inside
-    gate = CompletionGate(standards, GateConfig())
-    api.register("finish", gate.primitive(api), group="finish")
     api.call("move_to", (world.objects["bowl"].tolist(),))
     api.call("move_to", (), {"gripper": "close"})
     api.call("move_to", ((world.objects["plate"] + [0.03, 0, 0.02 + dz]).tolist(),))  # held: not resting

@@ -288,24 +288,30 @@ def _xy_distance(value: dict[str, Any]) -> float | None:
     return None
 
 
-def inside_walls(value: dict[str, Any]) -> bool:
-    """Whether a measurement puts the object's lowest seen point ``INSIDE_MARGIN_M`` below
-    the destination's measured top."""
-    obj, dest = value.get("object"), value.get("destination")
-    low = obj.get("lowest_point_z_m") if isinstance(obj, dict) else None
-    top = dest.get("top_z_m") if isinstance(dest, dict) else None
-    return (isinstance(low, (int, float)) and isinstance(top, (int, float)) and math.isfinite(low)
-            and math.isfinite(top) and low <= top - INSIDE_MARGIN_M)
-
-
-def _inside_words(value: dict[str, Any]) -> str:
+def _lowest_and_top(value: dict[str, Any]) -> tuple[float, float] | None:
+    """The object's lowest seen point and the destination's measured top of a measurement,
+    m (None when either is missing or not finite)."""
     obj, dest = value.get("object"), value.get("destination")
     low = obj.get("lowest_point_z_m") if isinstance(obj, dict) else None
     top = dest.get("top_z_m") if isinstance(dest, dict) else None
     if not isinstance(low, (int, float)) or not isinstance(top, (int, float)):
+        return None
+    return (float(low), float(top)) if math.isfinite(low) and math.isfinite(top) else None
+
+
+def inside_walls(value: dict[str, Any]) -> bool:
+    """Whether a measurement puts the object's lowest seen point ``INSIDE_MARGIN_M`` below
+    the destination's measured top."""
+    heights = _lowest_and_top(value)
+    return heights is not None and heights[0] <= heights[1] - INSIDE_MARGIN_M
+
+
+def _inside_words(value: dict[str, Any]) -> str:
+    heights = _lowest_and_top(value)
+    if heights is None:
         return ""
-    return (f", and the object's lowest seen point {low:.4f} m against the destination's top {top:.4f} m "
-            f"(inside its walls: at least {INSIDE_MARGIN_M:g} m below it)")
+    return (f", and the object's lowest seen point {heights[0]:.4f} m against the destination's top "
+            f"{heights[1]:.4f} m (inside its walls: at least {INSIDE_MARGIN_M:g} m below it)")
 
 
 class CompletionGate:
@@ -388,17 +394,16 @@ class CompletionGate:
                 else:
                     worst = (r, dist, resting, _inside_words(value) if n_inside else "")
             # relations to objects need the tolerance; relations to regions the measured extent
-            # (resting, or inside the walls for the inside of one)
+            # (resting, or inside the walls for the inside of one). Each kind of measurement
+            # serves its own relations and every later kind's, so there are enough when each
+            # prefix of kinds has at least as many measurements as the relations it serves.
             n_objects = len(relations) - n_regions
-            spare = len(passing) - n_objects
-            regions_on = n_regions - n_inside
-            on_cover = min(len(in_extent), regions_on)
-            from_spare = min(max(spare, 0), regions_on - on_cover)
-            inside_cover = min(len(inside) + len(in_extent) - on_cover + max(spare, 0) - from_spare, n_inside)
-            enough = spare >= 0 and on_cover + from_spare == regions_on and inside_cover == n_inside
+            n_on_regions = n_regions - n_inside
+            enough = (len(passing) >= n_objects
+                      and len(passing) + len(in_extent) >= n_objects + n_on_regions
+                      and len(passing) + len(in_extent) + len(inside) >= len(relations))
             if enough:
-                passing.update(dict(list(in_extent.items())[:n_regions]))
-                passing.update(dict(list(inside.items())[:max(n_regions - len(in_extent), 0)]))
+                passing.update(dict([*in_extent.items(), *inside.items()][:n_regions]))
             if not enough:
                 if worst is not None:
                     r, dist, resting, walls = worst
