@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,22 +114,41 @@ class Client:
         self._actions: dict[str, Any] = {}
         self._parameter_clients: dict[str, Any] = {}
         self._answered: set[str] = set()
+        self.spin_error: BaseException | None = None
+        self.spin_trace = ""
         self.thread = threading.Thread(target=self._spin, daemon=True)
         self.thread.start()
 
     def _spin(self) -> None:
-        with contextlib.suppress(Exception):
+        try:
             self.executor.spin()
+        except BaseException as exc:  # kept for the failure message of a later wait
+            self.spin_error = exc
+            self.spin_trace = traceback.format_exc()
 
-    @staticmethod
-    def wait(future: Any, timeout_s: float = 60.0) -> Any:
+    def _silence(self, timeout_s: float) -> str:
+        """Why a wait ended without an answer, as far as this client can tell."""
+        if self.spin_error is not None:
+            return f"no answer within {timeout_s} s: the client's executor stopped:\n{self.spin_trace}"
+        alive = "is spinning" if self.thread.is_alive() else "has stopped"
+        return f"no answer within {timeout_s} s (the client's executor {alive})"
+
+    def wait(self, future: Any, timeout_s: float = 60.0) -> Any:
         done = threading.Event()
         future.add_done_callback(lambda _: done.set())
-        assert done.wait(timeout_s), f"no answer within {timeout_s} s"
+        assert done.wait(timeout_s), self._silence(timeout_s)
         return future.result()
 
-    @staticmethod
-    def _answer(send: Any, request: Any, timeout_s: float, resend_s: float) -> Any:
+    def on_executor(self, make: Any, *args: Any) -> Any:
+        """``make(*args)``, run on the executor's own thread.
+
+        rclpy's ActionClient joins its node's waitables before its constructor has made
+        the lock its wait-set methods take: built on another thread while the executor
+        spins, it can be counted half-made, and the AttributeError ends the spin (every
+        later answer to this client is then lost)."""
+        return self.wait(self.executor.create_task(make, *args), timeout_s=30.0)
+
+    def _answer(self, send: Any, request: Any, timeout_s: float, resend_s: float) -> Any:
         """The answer to ``request``, sent again every ``resend_s`` until one comes.
 
         Discovery is not symmetric: a client may see a server before the server has
@@ -141,7 +161,7 @@ class Client:
             future.add_done_callback(lambda _, answered=done: answered.set())
             if done.wait(max(0.0, min(resend_s, deadline - time.monotonic()))):
                 return future.result()
-            assert time.monotonic() < deadline, f"no answer within {timeout_s} s"
+            assert time.monotonic() < deadline, self._silence(timeout_s)
 
     def call(self, srv_type: Any, name: str, request: Any, timeout_s: float = 60.0, resend_s: float = 2.0) -> Any:
         """A service call on a client kept for the node's lifetime.
@@ -168,7 +188,7 @@ class Client:
 
         client = self._actions.get(name)
         if client is None:
-            client = ActionClient(self.node, action_type, name)
+            client = self.on_executor(ActionClient, self.node, action_type, name)
             assert client.wait_for_server(timeout_sec=timeout_s), f"{name} action not available"
             probe = action_type.Goal()
             if hasattr(probe, "args_json"):
