@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import traceback
 from typing import Any
 
 
@@ -42,8 +43,14 @@ class PrivateNode:
     def _spin(self) -> None:
         from rclpy.executors import ExternalShutdownException
 
-        with contextlib.suppress(ExternalShutdownException, RuntimeError):
+        try:
             self._executor.spin()
+        except ExternalShutdownException:
+            pass
+        except Exception:  # a stopped executor must not go unseen
+            if self.context.ok():  # not the close() in progress: every later wait would time out
+                self.node.get_logger().error(
+                    "the executor stopped; no further answers reach this client:\n" + traceback.format_exc())
 
     def close(self) -> None:
         """Stop the executor, destroy the node, shut the context down and join the thread

@@ -26,6 +26,7 @@ import contextlib
 import os
 import threading
 import time
+import traceback
 from typing import Any
 
 from captain_backends.core.driver import CameraFrame
@@ -89,8 +90,14 @@ class RosPerceptionTransport:
     def _spin(self) -> None:
         from rclpy.executors import ExternalShutdownException
 
-        with contextlib.suppress(ExternalShutdownException, Exception):
+        try:
             self._executor.spin()
+        except ExternalShutdownException:
+            pass
+        except Exception:  # a stopped executor must not go unseen
+            if self._context.ok():  # not close() in progress: every later wait would time out
+                self.node.get_logger().error(
+                    "the executor stopped; no further answers reach this client:\n" + traceback.format_exc())
 
     # ------------------------------------------------------------------ helpers
     def _ready(self, use_action: bool | None = None) -> bool:
