@@ -2,7 +2,8 @@
 
 Objects are placed by the simulator (``captain_perception.arrange``): a bowl on the stove
 (no colour change at the contact: the merged region used to cover both), the cream
-cheese box lying in a bowl, and a soup can in the basket. Each click must give the
+cheese box lying in a bowl, a soup can in the basket, and a white mug on a white plate
+(the plate's rim joins them). Each click must give the
 clicked object's own region (scored by IoU with the simulator's segmentation, used only
 here), the two regions must be distinct, and ``measure_object_geometry`` must give the
 true object-to-destination offset and find the object resting on its destination. The
@@ -54,6 +55,7 @@ def _scene_fixture(task: str):
 goal_scene = _scene_fixture("libero_goal/1")
 object_scene = _scene_fixture("libero_object/0")
 pot_scene = _scene_fixture("libero_10/2")
+mug_scene = _scene_fixture("libero_10/6")
 
 
 def _observe(libero, tmp_path, obj: str, support: str):
@@ -102,6 +104,7 @@ def _click(api, perception, handle, mask: np.ndarray, label: str,
     ("goal_scene", CHEESE, BOWL, 0.6),
     ("object_scene", SOUP, BASKET, 0.85),
     ("pot_scene", "moka_pot_1", STOVE, 0.8),  # silver on black, joined at the plate's edge
+    ("mug_scene", "porcelain_mug_1", "plate_1", 0.8),  # white on white, joined by the plate's rim
 ])
 def test_object_on_its_destination_is_its_own_region(request, tmp_path, scene, obj, support, min_iou):
     libero = request.getfixturevalue(scene)

@@ -90,6 +90,13 @@ class RegionParams:
         compact_top_solidity: a flat face too small to be a support is tried as the top of
             a body lying in the rest only when its largest patch fills at least this share
             of its convex hull (image pixels): a box's top does, a rim or a ring does not.
+        dish_min_height_m, dish_max_height_m: a face this far above the table is a dish's
+            floor (a plate's, on its foot), whose only raised part is its rim
+            (``region_split._raised_bodies``); lower, it is a flat base with its own raised
+            parts (the stove's, under its knobs), metres.
+        dish_rim_m: how far a dish's rim rises above its floor at most, metres.
+        dish_body_min_height_m: a body standing on a dish is cut away whatever its colour
+            only when it rises this far above the floor, metres.
         relief_margin_m: a body's points low over the face lie within this of its higher
             points' footprint; farther ones are the support's relief (a burner), metres.
         lobe_support_tolerance_m: lobes are split apart only when each reaches this close
@@ -127,6 +134,10 @@ class RegionParams:
     raised_face_min_height_m: float = 0.02
     raised_colour_gap: float = 5.0
     relief_margin_m: float = 0.005
+    dish_min_height_m: float = 0.01
+    dish_max_height_m: float = 0.035
+    dish_rim_m: float = 0.015
+    dish_body_min_height_m: float = 0.06
 
 
 @dataclass(frozen=True)

@@ -102,8 +102,10 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
                 continue
             tall = (lab is not None and table_height_m is not None
                     and z_face > table_height_m + p.raised_face_min_height_m)
+            dish = (lab is not None and table_height_m is not None
+                    and p.dish_min_height_m < z_face - table_height_m < p.dish_max_height_m)
             bodies = _bodies_on_face(piece, face, z_face, xs, ys, z, p, min_px,
-                                     lab[sl] if tall and lab is not None else None)
+                                     lab[sl] if (tall or dish) and lab is not None else None, dish)
             for body in bodies:
                 labels[sl][body] = next_label
                 next_label += 1
@@ -114,12 +116,13 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
 
 
 def _bodies_on_face(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.ndarray, ys: np.ndarray,
-                    z: np.ndarray, p: RegionParams, min_px: int, raised_lab: np.ndarray | None = None
-                    ) -> list[np.ndarray]:
+                    z: np.ndarray, p: RegionParams, min_px: int, raised_lab: np.ndarray | None = None,
+                    dish: bool = False) -> list[np.ndarray]:
     """The bodies to cut away from ``piece`` given its flat ``face`` at height ``z_face``
     (see ``split_supported``); empty when there are none. ``raised_lab``: the colours of
-    the piece's window when the face stands above the table (``_raised_bodies`` is tried
-    too)."""
+    the piece's window when the face stands above the table or is a dish's floor
+    (``_raised_bodies`` is tried too); ``dish``: the face lies within
+    ``dish_min_height_m`` to ``dish_max_height_m`` above the table."""
     rest = piece & ~face
     n_parts, parts = cv2.connectedComponents(rest.astype(np.uint8), connectivity=8)
     if n_parts < 2:  # nothing but the face
@@ -151,14 +154,14 @@ def _bodies_on_face(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.n
         if top_body is not None:  # the face is the top of a body lying inside the rest (a box in a bowl)
             out.append(top_body)
     if not out and raised_lab is not None:
-        out = _raised_bodies(piece, rest, face_hull, z_face, xs, ys, z, raised_lab, p, min_px)
+        out = _raised_bodies(piece, rest, face_hull, z_face, xs, ys, z, raised_lab, p, min_px, dish)
     return out
 
 
 def _raised_bodies(piece: np.ndarray, rest: np.ndarray, face_hull: np.ndarray, z_face: float, xs: np.ndarray,
-                   ys: np.ndarray, z: np.ndarray, lab: np.ndarray, p: RegionParams, min_px: int
-                   ) -> list[np.ndarray]:
-    """Bodies of another colour standing on a support's top whose pixels join the
+                   ys: np.ndarray, z: np.ndarray, lab: np.ndarray, p: RegionParams, min_px: int,
+                   dish: bool = False) -> list[np.ndarray]:
+    """Bodies (of another colour, or tall on a dish) standing on a support's top whose pixels join the
     support's own sides in the image (a bottle on the cabinet's top reaches down past its
     front edge, a moka pot on the stove):
     the parts of ``rest`` rising more than half ``supported_min_height_m`` above the face,
@@ -169,8 +172,32 @@ def _raised_bodies(piece: np.ndarray, rest: np.ndarray, face_hull: np.ndarray, z
     of the face itself). A container's wall rises all around its floor, so its footprint
     is not smaller than the floor left inside it; a support's own raised parts (the stove's
     knob stand) share its colour: the median L*a*b* colours of body and support must differ
-    by more than ``raised_colour_gap``."""
-    high = rest & np.isfinite(z) & (z > z_face + 0.5 * p.supported_min_height_m)
+    by more than ``raised_colour_gap``.
+
+    On a dish (``dish``: a face ``dish_min_height_m`` to ``dish_max_height_m`` above the
+    table, a plate's floor on its foot) the colours may match (a white mug on a white plate)
+    and the body may hide most of the dish: there the support's only raised part is its low
+    rim, so a tall body passes when what is left of the piece stays within ``dish_rim_m`` of
+    the face and lies mostly outside the body's outline in the image (a container's floor
+    lies inside its wall's outline); see ``_on_a_dish``.
+
+    When no body passes, the cut is made again at the full ``supported_min_height_m``: a
+    support's low rim (a plate's, about a centimetre above its floor) can join a body to its
+    neighbour at half that height (a mug on a plate and a box against the plate's rim form
+    one part, too large for a body)."""
+    for cut in (0.5, 1.0):
+        out = _raised_bodies_above(piece, rest, face_hull, z_face, xs, ys, z, lab, p, min_px,
+                                   z_face + cut * p.supported_min_height_m, dish)
+        if out:
+            return out
+    return []
+
+
+def _raised_bodies_above(piece: np.ndarray, rest: np.ndarray, face_hull: np.ndarray, z_face: float,
+                         xs: np.ndarray, ys: np.ndarray, z: np.ndarray, lab: np.ndarray, p: RegionParams,
+                         min_px: int, z_cut: float, dish: bool = False) -> list[np.ndarray]:
+    """``_raised_bodies`` for the parts of ``rest`` above ``z_cut`` (base frame z, metres)."""
+    high = rest & np.isfinite(z) & (z > z_cut)
     n_parts, parts = cv2.connectedComponents(high.astype(np.uint8), connectivity=8)
     out = []
     for j in range(1, n_parts):
@@ -201,6 +228,9 @@ def _raised_bodies(piece: np.ndarray, rest: np.ndarray, face_hull: np.ndarray, z
         sxy = _xy_of(piece & ~body, xs, ys)
         if len(sxy) < 3:
             continue
+        if dish and _on_a_dish(piece & ~body, body, z, z_face, p):
+            out.append(body)
+            continue
         support_area = float(cv2.contourArea(cv2.convexHull(sxy)))
         if float(cv2.contourArea(cv2.convexHull(bxy))) > p.supported_area_ratio * support_area:
             continue
@@ -209,6 +239,25 @@ def _raised_bodies(piece: np.ndarray, rest: np.ndarray, face_hull: np.ndarray, z
             continue
         out.append(body)
     return out
+
+
+def _on_a_dish(support: np.ndarray, body: np.ndarray, z: np.ndarray, z_face: float, p: RegionParams) -> bool:
+    """Whether ``body`` stands on a dish whatever its colour and size (see ``_raised_bodies``):
+    the body rises ``dish_body_min_height_m`` above the face (98th percentile; a support's
+    own raised parts, such as the stove's knob stand, are lower), the ``support`` left
+    without it rises at most ``dish_rim_m`` above the face (90th percentile of its heights)
+    and less than half of its pixels lie inside the body's outline (convex hull) in the
+    image."""
+    zb = z[body & np.isfinite(z)]
+    if zb.size == 0 or float(np.percentile(zb, 98)) < z_face + p.dish_body_min_height_m:
+        return False
+    zs = z[support & np.isfinite(z)]
+    if zs.size == 0 or float(np.percentile(zs, 90)) > z_face + p.dish_rim_m:
+        return False
+    yy, xx = np.nonzero(body)
+    outline = np.zeros(body.shape, np.uint8)
+    cv2.fillConvexPoly(outline, cv2.convexHull(np.stack([xx, yy], -1).astype(np.int32)), 1)
+    return float((support & (outline > 0)).sum()) < 0.5 * float(support.sum())
 
 
 def _small_top_inside(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.ndarray, ys: np.ndarray,
