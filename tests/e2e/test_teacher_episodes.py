@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.sim, pytest.mark.slow]
@@ -222,6 +223,25 @@ def test_the_final_check_is_accepted_on_the_teachers_own_measurement(task: str, 
     outcome = run_episode(task, policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=state)
     assert outcome.outcome == "strict_success", outcome.end_reason
     assert outcome.gate_accepted_on_evidence and outcome.gate_rejections == 0
+
+
+def test_each_object_is_measured_against_its_own_destination_of_the_same_name(tmp_path: Path) -> None:
+    # two mugs, each onto its own plate: the final check marks both plates (their variables
+    # once shared one name, and both mugs were measured against the left plate, 56 cm away)
+    outcome = run_episode("libero_10/4", policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=16)
+    checks = [c for e in _events(outcome) for c in e["cells"]
+              if "fin2 = need(robot.measure_object_geometry(" in c["code"]]
+    assert checks, "no final check measured both relations: pick another state"
+    for cell in checks:
+        pairs = re.findall(r"fin\d = need\(robot\.measure_object_geometry\((\w+), (\w+)\)", cell["code"])
+        assert len(pairs) == 2 and pairs[0][1] != pairs[1][1], pairs
+        marks = re.findall(r"^(\w+) = need\(robot\.mark_point\(", cell["code"], flags=re.M)
+        seen = re.findall(r"mark_point: ok; detection_id=\w+ position_m=(\[[^\]]*\])", cell["output"])
+        where = {v: np.array(json.loads(p)) for v, p in zip(marks, seen, strict=True)}
+        plates = [where[dest][:2] for _, dest in pairs]
+        assert np.linalg.norm(plates[0] - plates[1]) > 0.3, plates
+        measured = [float(x) for x in re.findall(r"mug -> plate: ([\d.]+)", cell["output"])]
+        assert measured and max(measured) < 0.1, measured  # each mug measured is on its own plate
 
 
 def test_a_look_from_above_measures_what_the_head_camera_saw_as_one_region(tmp_path: Path) -> None:

@@ -69,13 +69,17 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], parts:
     groups: list[list[Target]] = []
     pairs = []
     used: set[str] = set()
+    dest_vars: dict[str | None, str] = {}
     for rel in relations:
         ov, dv = short_name(rel.obj), short_name(rel.dest.click)
         if dv == ov:
             dv += "2"
         ov = _unique(ov + "_f", used)
-        dv_f = dv + "_f"
-        used.add(dv_f)
+        # relations into one destination share its click; two destinations of one name (the
+        # two plates) each get their own
+        dv_f = dest_vars.get(rel.dest.click)
+        if dv_f is None:
+            dv_f = dest_vars[rel.dest.click] = _unique(dv + "_f", used)
         # a region's fixture (the stove, the basket) is clicked where the object does not hide
         # it: a click on its middle lands on the object resting there, and both clicks then
         # mark one region
