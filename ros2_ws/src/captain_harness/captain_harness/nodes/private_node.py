@@ -15,6 +15,22 @@ import traceback
 from typing import Any
 
 
+def spin_reporting(executor: Any, context: Any, node: Any) -> None:
+    """Spin ``executor`` until it is shut down; if it stops on an error while ``context`` is
+    still up (not a close in progress), log it on ``node``: a client whose executor has
+    stopped gets no further answers, and every later wait of it would time out unexplained."""
+    from rclpy.executors import ExternalShutdownException
+
+    try:
+        executor.spin()
+    except ExternalShutdownException:
+        pass
+    except Exception:
+        if context.ok():
+            node.get_logger().error(
+                "the executor stopped; no further answers reach this client:\n" + traceback.format_exc())
+
+
 class PrivateNode:
     """``self.node`` in its own context; create its clients, then ``start()`` the spin thread.
 
@@ -41,16 +57,7 @@ class PrivateNode:
         self._thread.start()
 
     def _spin(self) -> None:
-        from rclpy.executors import ExternalShutdownException
-
-        try:
-            self._executor.spin()
-        except ExternalShutdownException:
-            pass
-        except Exception:  # a stopped executor must not go unseen
-            if self.context.ok():  # not the close() in progress: every later wait would time out
-                self.node.get_logger().error(
-                    "the executor stopped; no further answers reach this client:\n" + traceback.format_exc())
+        spin_reporting(self._executor, self.context, self.node)
 
     def close(self) -> None:
         """Stop the executor, destroy the node, shut the context down and join the thread

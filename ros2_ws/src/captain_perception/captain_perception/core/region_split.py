@@ -100,12 +100,11 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
                     holders.add(idx)
                     break
                 continue
-            tall = (lab is not None and table_height_m is not None
-                    and z_face > table_height_m + p.raised_face_min_height_m)
-            dish = (lab is not None and table_height_m is not None
-                    and p.dish_min_height_m < z_face - table_height_m < p.dish_max_height_m)
+            above = z_face - table_height_m if lab is not None and table_height_m is not None else None
+            tall = above is not None and above > p.raised_face_min_height_m
+            dish = above is not None and p.dish_min_height_m < above < p.dish_max_height_m
             bodies = _bodies_on_face(piece, face, z_face, xs, ys, z, p, min_px,
-                                     lab[sl] if (tall or dish) and lab is not None else None, dish)
+                                     lab[sl] if lab is not None and (tall or dish) else None, dish)
             for body in bodies:
                 labels[sl][body] = next_label
                 next_label += 1

@@ -26,7 +26,6 @@ import contextlib
 import os
 import threading
 import time
-import traceback
 from typing import Any
 
 from captain_backends.core.driver import CameraFrame
@@ -88,16 +87,9 @@ class RosPerceptionTransport:
         atexit.register(self.close)
 
     def _spin(self) -> None:
-        from rclpy.executors import ExternalShutdownException
+        from captain_harness.nodes.private_node import spin_reporting
 
-        try:
-            self._executor.spin()
-        except ExternalShutdownException:
-            pass
-        except Exception:  # a stopped executor must not go unseen
-            if self._context.ok():  # not close() in progress: every later wait would time out
-                self.node.get_logger().error(
-                    "the executor stopped; no further answers reach this client:\n" + traceback.format_exc())
+        spin_reporting(self._executor, self._context, self.node)
 
     # ------------------------------------------------------------------ helpers
     def _ready(self, use_action: bool | None = None) -> bool:
