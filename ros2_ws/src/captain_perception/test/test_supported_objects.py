@@ -15,6 +15,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
+from _views import look_down_with_the_wrist
 
 from captain_backends.core.driver import HEAD_CAMERA
 from captain_harness.core.api import RobotAPI
@@ -139,22 +140,6 @@ def test_segmenter_returns_the_bowl_on_the_stove(goal_scene, tmp_path):
     assert (region & mask).sum() / (region | mask).sum() > 0.8
 
 
-def _look_down_with_the_wrist(driver, target_base: np.ndarray, height_m: float = 0.36) -> None:
-    """Put the arm (simulator write, test only) where the wrist camera looks straight down at
-    ``target_base`` (base frame, metres) from ``height_m``, as a policy's final check does."""
-    from captain_harness.core.kinematics import Kinematics
-    from captain_perception.robot_mask_score import set_pose
-
-    kin = Kinematics(driver.description())
-    T = np.eye(4)
-    T[:3, :3] = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])  # jaw along y, pointing down
-    T[:3, 3] = [target_base[0], target_base[1], height_m]
-    s = driver.scene
-    ik = kin.solve_ik(T, np.asarray(s.data.qpos[s.arm_qpos], float), restarts=8)
-    assert ik.success, ik.reason
-    set_pose(driver, ik.q, 0.04)
-
-
 @pytest.mark.parametrize("box_name", ["butter_1", "cream_cheese_1"])
 def test_box_in_the_basket_seen_from_above_is_its_own_region(object_scene, tmp_path, box_name):
     """From the wrist camera above the basket only the box's top shows; the basket's woven
@@ -167,7 +152,7 @@ def test_box_in_the_basket_seen_from_above_is_its_own_region(object_scene, tmp_p
     driver.reset(init_state=11)
     arrange.put_on(driver, box_name, BASKET)
     assert arrange.touching(driver, box_name, BASKET)
-    _look_down_with_the_wrist(driver, truth.object_truth(BASKET).center_m)
+    look_down_with_the_wrist(driver, truth.object_truth(BASKET).center_m)
     perception = Perception(driver, tmp_path)
     api = RobotAPI()
     api.register_object(perception)

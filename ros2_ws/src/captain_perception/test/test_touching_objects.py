@@ -13,6 +13,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
+from _views import look_down_with_the_wrist
 
 from captain_backends.core.driver import HEAD_CAMERA
 from captain_harness.core.api import RobotAPI
@@ -118,3 +119,55 @@ def test_objects_pressed_side_by_side(libero, tmp_path, name, other):
     out = api.call("measure_object_geometry", (a, b)).result["value"]
     true = truth.object_truth(name).center_m[:2] - truth.object_truth(other).center_m[:2]
     np.testing.assert_allclose(out["object_to_destination_xy_offset_m"], true, atol=0.01)
+
+
+@pytest.fixture(scope="module")
+def swap_scene():
+    """libero_goal_swap/5, official state 11: LIBERO-PRO's swapped layout puts the plate
+    against the wine rack's dark red bottom plank, which stands 0.6-2 cm above the plate's
+    rim (a step of about 6 mm where they meet)."""
+    from captain_backends.core.libero.driver import LiberoDriver
+    from captain_perception.groundtruth import SimTruth
+
+    driver = LiberoDriver(task="libero_goal_swap/5", init_state=11)
+    driver.configure()
+    truth = SimTruth.from_libero(driver, include_fixtures=True)
+    yield driver, truth
+    truth.close()
+    driver.shutdown()
+
+
+@pytest.mark.parametrize("camera", ["head", "wrist"])
+def test_plate_against_a_raised_plank_of_another_colour_is_its_own_region(swap_scene, tmp_path, camera):
+    """The plate's rim and the plank meet with no depth break the region grower counts (the
+    step is within its tolerance) and no crease: before the step-and-colour boundary the
+    click on the plate gave one region of both, 13 cm in radius, whose centre lay 5-8 cm off
+    the plate's and whose rim grasp closed on nothing."""
+    from captain_backends.core.driver import WRIST_CAMERA
+
+    driver, truth = swap_scene
+    driver.reset(init_state=11)
+    plate = truth.object_truth(PLATE)
+    cam = HEAD_CAMERA
+    if camera == "wrist":
+        look_down_with_the_wrist(driver, plate.center_m, height_m=0.30)
+        cam = WRIST_CAMERA
+    perception = Perception(driver, tmp_path)
+    api = RobotAPI()
+    api.register_object(perception)
+    handle = api.call("observe").result["value"]["observation_handle"]
+    true_mask = truth.object_mask(truth.segmentation(cam), PLATE)
+    assert true_mask.sum() > 1000
+    x, y = _centre_pixel(true_mask)
+    out = api.call("mark_point", (handle, cam, (x + 0.5) / 512, (y + 0.5) / 512),
+                   {"label": "plate", "granularity": "object"}).result
+    assert out["success"], out["message"]
+    det = out["value"]["detection_id"]
+    region = perception.store.detection(det).mask.full()
+    iou = float((region & true_mask).sum() / (region | true_mask).sum())
+    assert iou > 0.8, f"plate IoU {iou:.3f} with its true pixels ({camera} camera)"
+    out = api.call("measure_object_geometry", (det,)).result
+    assert out["success"], out["message"]
+    got = out["value"]["object"]
+    assert np.linalg.norm(np.array(got["center_xy_m"]) - plate.center_m[:2]) < 0.015
+    assert got["footprint"]["radius_m"] < 0.1

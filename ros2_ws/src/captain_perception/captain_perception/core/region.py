@@ -7,7 +7,12 @@ neighbouring pixels:
   (an occluding edge);
 * a **contact crease**: the surface normal turns sharply *and* the colour changes there
   (where an object rests on or leans against another one);
-* a **strong colour edge**: a colour change large enough to separate objects on its own.
+* a **strong colour edge**: a colour change large enough to separate objects on its own;
+* a **step with a colour change**: the surface jumps by at least ``step_edge_m``
+  between two neighbours instead of running on at the slope it has on either side, and
+  the colours two pixels out on either side differ by ``step_colour_edge`` (a plate's rim
+  lying against a raised plank of another colour; the depth-break tolerance is looser,
+  so that steep surfaces seen at a grazing angle stay whole).
 
 Pixels on the **support plane** (the largest horizontal surface, normally the table, and
 within ``support_band_m`` of it) and pixels without depth are removed. The object is
@@ -97,6 +102,10 @@ class RegionParams:
         dish_rim_m: how far a dish's rim rises above its floor at most, metres.
         dish_body_min_height_m: a body standing on a dish is cut away whatever its colour
             only when it rises this far above the floor, metres.
+        step_edge_m: a step between neighbours: their 3-D difference departs from the
+            mean of the differences on either side of them by at least this, metres.
+        step_colour_edge: a step cuts pieces apart only where the colours two pixels out on
+            either side of it differ by at least this CIE76 distance.
         relief_margin_m: a body's points low over the face lie within this of its higher
             points' footprint; farther ones are the support's relief (a burner), metres.
         lobe_support_tolerance_m: lobes are split apart only when each reaches this close
@@ -113,6 +122,8 @@ class RegionParams:
     crease_deg: float = 30.0
     colour_edge: float = 10.0
     strong_colour_edge: float = 1e9
+    step_edge_m: float = 0.003
+    step_colour_edge: float = 10.0
     support_band_m: float = 0.004
     min_region_px: int = 30
     split_lobes: bool = True
@@ -234,6 +245,7 @@ def surface_pieces(cloud: FrameCloud, window: tuple[int, int, int, int] | None =
             crease = np.zeros(keep.shape, bool)
             crease[mid] = (dot < cos_crease) & (conc < 0)
             keep &= ~(crease & (dcol2 > colour2))
+            keep &= ~_colour_steps(P, Lab, axis, p)
         if axis == 0:
             grid[1::2, ::2] = keep
         else:
@@ -243,6 +255,45 @@ def surface_pieces(cloud: FrameCloud, window: tuple[int, int, int, int] | None =
     labels[~node_ok] = 0
     holders = frozenset(split_supported(labels, P, N, p, table, lab)) if p.split_supported else frozenset()
     return labels, support, table, holders
+
+
+def _colour_steps(P: np.ndarray, Lab: list[np.ndarray], axis: int, p: RegionParams) -> np.ndarray:
+    """Neighbour pairs along ``axis`` (pair ``k`` joins pixels ``k`` and ``k + 1``) where
+    the surface steps and the colour changes.
+
+    The step is the pair's 3-D difference minus the mean of the differences of the pairs
+    before and after it (what the surface's slope predicts there): at least
+    ``step_edge_m``, and the pairs on either side agree with each other to within half of
+    it (the surface runs on evenly on both sides; a curved or ragged patch does not).
+    The colours compared are those of pixels ``k - 1`` and ``k + 2``, so an anti-aliased
+    pixel on the seam does not hide the change. Pairs at the image border are never
+    steps.
+
+    Returns:
+        bool array of the pairs' shape (one less than the image along ``axis``).
+    """
+    shape = list(P.shape[1:])
+    shape[axis] -= 1
+    out = np.zeros(shape, bool)
+    if shape[axis] < 3:
+        return out
+    a_t, b_t = (np.s_[:-1, :], np.s_[1:, :]) if axis == 0 else (np.s_[:, :-1], np.s_[:, 1:])
+    mid, before, after = ((np.s_[1:-1, :], np.s_[:-2, :], np.s_[2:, :]) if axis == 0 else
+                          (np.s_[:, 1:-1], np.s_[:, :-2], np.s_[:, 2:]))
+    D = [c[b_t] - c[a_t] for c in P]
+    finite = np.isfinite(D[2])
+    D = [np.where(finite, d, 0.0) for d in D]
+    jump2 = sum((d[mid] - 0.5 * (d[before] + d[after])) ** 2 for d in D)
+    even2 = sum((d[before] - d[after]) ** 2 for d in D)
+    step = (jump2 >= np.float32(p.step_edge_m ** 2)) & (even2 <= 0.25 * jump2) & \
+        finite[mid] & finite[before] & finite[after]
+    if not step.any():
+        return out
+    a = np.s_[:-3, :] if axis == 0 else np.s_[:, :-3]
+    b = np.s_[3:, :] if axis == 0 else np.s_[:, 3:]
+    dcol2 = sum((c[a] - c[b]) ** 2 for c in Lab)
+    out[mid] = step & (dcol2 >= np.float32(p.step_colour_edge ** 2))
+    return out
 
 
 def frame_pieces(cloud: FrameCloud, params: RegionParams | None = None
