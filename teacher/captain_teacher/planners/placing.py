@@ -26,6 +26,10 @@ from captain_teacher.planners.destinations import Destination
 #: Into a narrow compartment the held object's bottom is released this far below the
 #: destination's measured top (inside its walls, so it cannot topple over them), m.
 SLOT_RELEASE_BELOW_TOP_M = 0.05
+#: An object set down in a table region keeps its footprint this far from others', m.
+SPOT_CLEARANCE_M = 0.01
+#: Kinds whose footprint is round: their box's half size is their radius.
+ROUND_KINDS = frozenset({"plate", "bowl", "mug", "ramekin", "can"})
 
 
 #: Kinds whose measured outline is widened by a handle or spout, so that its centre is off
@@ -49,9 +53,12 @@ def place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec
     table = ctx.table_regions.get(dest.goal_arg) if dest.region else None
     if table is not None:  # a region of the table: its rectangle in TASK.md, not the fixture it is named after
         centre = np.asarray(table.center_xy_m, dtype=float)
-        shift = aim[:2] - centre
+        spot, blockers = clear_spot(ctx, obj, aim[:2], table)
+        shift = spot - centre
         moved = f" + {vec(shift)}" if float(np.linalg.norm(shift)) >= 0.005 else ""
-        lines.append(f"target = np.array({vec(centre)}){moved}  # in {dest.goal_arg}, the table's rectangle in TASK.md")
+        why = f", where the {label_of(obj)} stays clear of the {' and the '.join(blockers)}" if blockers else ""
+        lines.append(f"target = np.array({vec(centre)}){moved}  # in {dest.goal_arg}, the table's rectangle in "
+                     f"TASK.md{why}")
     elif corr is not None:
         words = "the spot is" if dest.region else f"the {dlab}'s middle is"
         lines.append(f'target = np.array(d["center_xy_m"]) + {vec(corr)}  # {words} '
@@ -114,6 +121,47 @@ def place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec
     reasoning = (f"The {olab} is held. I'll carry it by the measured offset to the {dlab}, lower it {where} it, open "
                  "the jaws, back off upward and move out of the head camera's view.")
     return Step(reasoning, ["\n".join(lines)], meta=meta)
+
+
+def clear_spot(ctx: TeacherContext, obj: str, aim_xy: np.ndarray, table) -> tuple[np.ndarray, list[str]]:
+    """Where in a table region ``obj`` goes: ``aim_xy`` when its footprint (the radius of
+    its box) stays ``SPOT_CLEARANCE_M`` clear of every other object's footprint there, else
+    the point of the region's rectangle (kept ``AIM_EDGE_MARGIN_M`` inside it, searched on
+    a 5 mm grid) nearest ``aim_xy`` that does, or the clearest one when none does (a plate
+    set down on the stove's edge beside the region tips and slides off its aim).
+
+    Returns:
+        ``(spot_xy, blockers)``: base frame metres, and the words for the objects the spot
+        moved away from (empty when ``aim_xy`` was clear).
+    """
+    from captain_teacher.planners.destinations import AIM_EDGE_MARGIN_M
+
+    scene = ctx.scene
+    radius = float(np.hypot(*scene.box(obj).half_m[:2])) if kind_of(obj) not in ROUND_KINDS else \
+        float(max(scene.box(obj).half_m[:2]))
+    others = [(n, scene.box(n)) for n in scene.names() if n != obj]
+
+    def clearance(p: np.ndarray) -> tuple[float, list[str]]:
+        gaps = [(xy_distance_to_box(p, box) - radius, n) for n, box in others]
+        low = min((g for g, _ in gaps), default=math.inf)
+        return low, [n for g, n in gaps if g < SPOT_CLEARANCE_M]
+
+    here, near = clearance(np.asarray(aim_xy, float))
+    if here >= SPOT_CLEARANCE_M:
+        return np.asarray(aim_xy, float), []
+    R = np.array([[math.cos(table.yaw_rad), -math.sin(table.yaw_rad)],
+                  [math.sin(table.yaw_rad), math.cos(table.yaw_rad)]])
+    half = np.maximum(np.asarray(table.half_xy_m, float) - AIM_EDGE_MARGIN_M, 0.0)
+    grid = [np.arange(-h, h + 1e-9, 0.005) if h > 0 else np.zeros(1) for h in half]
+    best, best_key = np.asarray(aim_xy, float), (False, here, 0.0)
+    for u in grid[0]:
+        for v in grid[1]:
+            p = np.asarray(table.center_xy_m, float) + R @ np.array([u, v])
+            c, _ = clearance(p)
+            key = (c >= SPOT_CLEARANCE_M, c if c < SPOT_CLEARANCE_M else 0.0, -float(np.linalg.norm(p - aim_xy)))
+            if key > best_key:
+                best, best_key = p, key
+    return best, [label_of(n) for n in near]
 
 
 def _outline_offset(ctx: TeacherContext, obj: str) -> np.ndarray | None:
