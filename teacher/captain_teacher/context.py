@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from captain_teacher.feedback import Feedback
-from captain_teacher.scene import CameraModel, SceneView, estimate_T_world_base
+from captain_teacher.scene import WRIST_CAMERA, CameraModel, SceneView, estimate_T_world_base
 from captain_teacher.style import Style
 
 HEAD = "agentview"
-WRIST = "robot0_eye_in_hand"
+WRIST = WRIST_CAMERA
 
 
 @dataclass

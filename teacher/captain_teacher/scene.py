@@ -72,6 +72,12 @@ PART_BOXES: dict[str, tuple[tuple[tuple[float, float, float], tuple[float, float
 BODY_CLICK_KINDS: dict[str, float] = {"moka_pot": 0.03}
 #: Kinds whose inside a click should avoid.
 HOLLOW_KINDS = frozenset({"bowl", "ramekin", "mug", "basket"})
+#: The wrist camera's name.
+WRIST_CAMERA = "robot0_eye_in_hand"
+#: The wrist camera is fixed to the hand, and the fingers and the hand fill its image below
+#: this share of the image height in every pose (the fingertips reach up to about 0.76): a
+#: click there lands on the robot, which perception refuses.
+WRIST_HAND_FROM_V = 0.74
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,13 @@ class CameraModel:
     def position_m(self) -> np.ndarray:
         """Optical centre in the base frame, m."""
         return self.T_base_camera[:3, 3]
+
+    def in_view(self, u: float, v: float, margin: float) -> bool:
+        """Whether normalised image coordinates ``(u, v)`` lie ``margin`` inside the image
+        and, for the wrist camera, above the hand (``WRIST_HAND_FROM_V``)."""
+        if not (np.isfinite(u) and np.isfinite(v) and margin <= u <= 1 - margin and margin <= v <= 1 - margin):
+            return False
+        return self.name != WRIST_CAMERA or v <= WRIST_HAND_FROM_V
 
     def project(self, points_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Normalised pixel coordinates (N, 2) and depths (N,) of base-frame points (N, 3);
@@ -277,7 +290,7 @@ class SceneView:
         occluders = [b for b in self.occluders([name, *ignore]) if not b.contains(eye)]
         out = []
         for p, (u, v) in zip(pts, uv, strict=True):
-            if not (np.isfinite(u) and margin <= u <= 1 - margin and margin <= v <= 1 - margin):
+            if not camera.in_view(u, v, margin):
                 continue
             if any(b.ray_hit(eye, p) for b in occluders):
                 continue
@@ -289,7 +302,7 @@ class SceneView:
         """The pixel of a point (e.g. a spot on the table) when the camera sees it; else None."""
         p = np.asarray(point_m, dtype=float)
         (u, v), = camera.project(p[None])[0]
-        if not (np.isfinite(u) and margin <= u <= 1 - margin and margin <= v <= 1 - margin):
+        if not camera.in_view(u, v, margin):
             return None
         if any(b.ray_hit(camera.position_m, p) for b in self.occluders(ignore) if not b.contains(camera.position_m)):
             return None
