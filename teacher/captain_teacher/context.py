@@ -103,6 +103,10 @@ class TeacherContext:
         #: per articulated part (knob, door): the session variable a cell measured its motion
         #: into, and the bound it must meet (see ``planners.evidence``)
         self.part_measurements: dict[str, tuple[str, float]] = {}
+        #: per object: the jaw yaws (rad, base frame) of rim grasps the arm could not reach
+        #: (the preview refused the approach or the descent: a joint limit or no inverse
+        #: kinematics on the way)
+        self.unreachable_jaws: dict[str, list[float]] = {}
 
     # ------------------------------------------------------------- feedback
     def update(self, fb: Feedback) -> None:

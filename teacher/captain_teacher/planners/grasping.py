@@ -27,6 +27,10 @@ from captain_teacher.planners.common import (
 )
 from captain_teacher.planners.destinations import Destination
 
+#: On a retry after a grasp the arm could not reach, the jaws turn at least this far from
+#: the failed ones, rad.
+UNREACHABLE_JAW_TURN_RAD = math.radians(45.0)
+
 
 def quat_for_jaw(jaw_yaw: float) -> np.ndarray:
     """The quaternion ``downq(jaw_yaw)`` evaluates to."""
@@ -155,11 +159,11 @@ def choose_grasp(ctx: TeacherContext, obj: str, spec: GraspSpec, attempt: int,
         drawer = drawer_for_region(scene, dest.goal_arg)
         across = rot_z(scene.yaw(drawer.cabinet))[:2, 0]  # along the drawer's front
         allowed = across
-    scored = []
+    scored, others = [], []
     for deg in range(0, 360, 30):
         a = math.radians(deg)
-        if allowed is not None and abs(math.cos(a) * allowed[0] + math.sin(a) * allowed[1]) < 0.95:
-            continue  # keep the hand along the drawer's front so it stays off the cabinet
+        # keep the hand along the drawer's front so it stays off the cabinet
+        along = allowed is None or abs(math.cos(a) * allowed[0] + math.sin(a) * allowed[1]) >= 0.95
         d = np.array([math.cos(a), math.sin(a)])
         finger = box.center_m[:2] + d * (radius + 0.015)
         room = min((xy_distance_to_box(finger, b) for b in obstacles), default=0.1)
@@ -167,10 +171,26 @@ def choose_grasp(ctx: TeacherContext, obj: str, spec: GraspSpec, attempt: int,
         reach = float(np.hypot(*tcp))
         blocked = hand_blockers(scene, np.array([tcp[0], tcp[1], grasp_z]), wrap_jaw(a - math.pi / 2), [obj])
         score = min(room, 0.05) - 0.3 * max(0.0, reach - 0.66) - (0.004 if deg % 90 else 0.0) - 0.05 * len(blocked)
-        scored.append((score, deg, d))
+        (scored if along else others).append((score, deg, d))
     scored.sort(key=lambda t: -t[0])
+    others.sort(key=lambda t: -t[0])
     good = [t for t in scored if t[0] >= scored[0][0] - 0.006]
     pick = good[int(ctx.rng.integers(len(good)))] if attempt == 0 else scored[min(attempt, len(scored) - 1)]
+    failed = ctx.unreachable_jaws.get(obj, [])
+    note = ""
+    if attempt and failed:
+        # the arm could not reach the last grasp (a joint limit or no inverse kinematics):
+        # the wrist turn is what it could not make, so the jaws turn well away from every
+        # such one (the opposite side of the rim has the same jaws); along a drawer's
+        # front only when that leaves a choice
+        def turned(t: tuple) -> bool:
+            jaw_t = math.radians(t[1]) - math.pi / 2
+            return all(abs(wrap_jaw(jaw_t - f)) >= UNREACHABLE_JAW_TURN_RAD for f in failed)
+
+        away = [t for t in scored if turned(t)] or [t for t in others if turned(t)]
+        if away:
+            pick = away[0]
+            note = ", the jaws turned away from those the arm could not reach"
     _score, deg, d = pick
     jaw = wrap_jaw(math.radians(deg) - math.pi / 2)
     if deg % 90 == 0:
@@ -181,7 +201,7 @@ def choose_grasp(ctx: TeacherContext, obj: str, spec: GraspSpec, attempt: int,
         jaw_code = num(jaw)
         side = np.round(d, 3)
     depth = spec.depth_below_top_m + 0.005 * attempt
-    return Grasp(side, jaw_code, jaw, depth, spec.rim_inset_m)
+    return Grasp(side, jaw_code, jaw, depth, spec.rim_inset_m, note=note)
 
 
 def grasp_step(ctx: TeacherContext, obj: str, dest: Destination | None, spec: GraspSpec, grasp: Grasp,
@@ -199,7 +219,7 @@ def grasp_step(ctx: TeacherContext, obj: str, dest: Destination | None, spec: Gr
     if grasp.side is not None:
         lines.append(f'grasp[:2] += np.array({vec(grasp.side)}) * (o["footprint"]["radius_m"] - '
                      f'{num(grasp.inset_m)})  # on the rim')
-        what = f"the {olab}'s rim, on the side {direction_words(grasp.side)}"
+        what = f"the {olab}'s rim, on the side {direction_words(grasp.side)}{grasp.note}"
     else:
         what = f"the middle of the {olab}{grasp.note}"
     if spec.style == "body":

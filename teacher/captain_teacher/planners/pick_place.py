@@ -12,6 +12,7 @@ the grasp is measured again while held; a release off target is picked up again.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -76,6 +77,11 @@ def move_aside(ctx: TeacherContext, name: str, avoid: list[np.ndarray], for_obj:
     yield from grasp_carry_release(ctx, name, dest, spec, ov, dv, retries=1)
 
 
+#: A grasp cell's printed descent when the arm could not make it or the approach above it
+#: (the preview refused the motion).
+UNREACHABLE_DESCENT = re.compile(r"^descent: (ik_failed|joint_limit)\s*$", re.MULTILINE)
+
+
 def grasp_carry_release(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec, ov: str, dv: str,
                         retries: int) -> Plan:
     """Grasp (with retries), measure again while holding when needed, carry, release,
@@ -86,6 +92,8 @@ def grasp_carry_release(ctx: TeacherContext, obj: str, dest: Destination, spec: 
             return
         grasp = choose_grasp(ctx, obj, spec, attempt, dest)
         fb = yield grasp_step(ctx, obj, dest, spec, grasp, ov, attempt)
+        if grasp.side is not None and grasp.jaw_yaw is not None and UNREACHABLE_DESCENT.search(fb.text):
+            ctx.unreachable_jaws.setdefault(obj, []).append(float(grasp.jaw_yaw))
         if fb.values.get("held") is True and ctx.held(obj):
             break
         if ctx.failure_done:  # an injected failure: carry on as if the grasp held
