@@ -25,17 +25,25 @@ BOWL_1, BOWL_2, PLATE, RAMEKIN = ("akita_black_bowl_1", "akita_black_bowl_2", "p
                                   "glazed_rim_porcelain_ramekin_1")
 
 
-@pytest.fixture(scope="module")
-def libero():
+def _libero_scene(task: str):
+    """A configured LIBERO driver of ``task`` at official state 11 and its simulator truth,
+    closed when the generator ends."""
     from captain_backends.core.libero.driver import LiberoDriver
     from captain_perception.groundtruth import SimTruth
 
-    driver = LiberoDriver(task="libero_spatial/0", init_state=11)
+    driver = LiberoDriver(task=task, init_state=11)
     driver.configure()
     truth = SimTruth.from_libero(driver, include_fixtures=True)
-    yield driver, truth
-    truth.close()
-    driver.shutdown()
+    try:
+        yield driver, truth
+    finally:
+        truth.close()
+        driver.shutdown()
+
+
+@pytest.fixture(scope="module")
+def libero():
+    yield from _libero_scene("libero_spatial/0")
 
 
 def _scene(libero, tmp_path, arrange):
@@ -126,15 +134,7 @@ def swap_scene():
     """libero_goal_swap/5, official state 11: LIBERO-PRO's swapped layout puts the plate
     against the wine rack's dark red bottom plank, which stands 0.6-2 cm above the plate's
     rim (a step of about 6 mm where they meet)."""
-    from captain_backends.core.libero.driver import LiberoDriver
-    from captain_perception.groundtruth import SimTruth
-
-    driver = LiberoDriver(task="libero_goal_swap/5", init_state=11)
-    driver.configure()
-    truth = SimTruth.from_libero(driver, include_fixtures=True)
-    yield driver, truth
-    truth.close()
-    driver.shutdown()
+    yield from _libero_scene("libero_goal_swap/5")
 
 
 @pytest.mark.parametrize("camera", ["head", "wrist"])
