@@ -244,18 +244,40 @@ def test_each_object_is_measured_against_its_own_destination_of_the_same_name(tm
         assert measured and max(measured) < 0.1, measured  # each mug measured is on its own plate
 
 
-def test_a_look_from_above_measures_what_the_head_camera_saw_as_one_region(tmp_path: Path) -> None:
-    # with this style the bottle lands where the head camera sees it and the rack as one
-    # region: measure_object_geometry refuses the pair, and the teacher looks again from
-    # above with the wrist camera before it finishes
+def test_the_head_camera_tells_the_bottle_from_the_rack_it_leans_on(tmp_path: Path) -> None:
+    # with this style the bottle comes to rest against the rack's dark plank; before the
+    # segmenter cut a step with a colour change, the head camera saw the bottle and the rack
+    # as one region, measure_object_geometry refused the pair and the teacher had to look
+    # again from above; now the head camera's check measures the pair itself
     outcome = run_episode("libero_goal/9", policy=TeacherPolicy(seed=348058798), out_dir=tmp_path, init_state=11)
+    assert outcome.outcome == "strict_success", outcome.end_reason
+    events = _events(outcome)
+    assert not any("could not tell an object from its destination" in e["reasoning"] for e in events)
+    assert not any("are the same region of" in c["output"] for e in events for c in e["cells"])
+    assert outcome.gate_accepted_on_evidence and outcome.gate_rejections == 0
+
+
+def test_a_look_from_above_follows_a_head_check_that_saw_one_region(tmp_path: Path) -> None:
+    # with this style the bowl comes to rest where the head camera sees it and the plate as
+    # one region: measure_object_geometry refuses the pair, and the teacher looks again from
+    # above with the wrist camera before it finishes. There the bowl touches the plate's rim
+    # and the pair is one region too, so the teacher finishes against the evidence, and
+    # those requests are marked not to be trained on
+    outcome = run_episode("libero_spatial/2", policy=TeacherPolicy(seed=1464403378), out_dir=tmp_path,
+                          init_state=14)
     assert outcome.outcome == "strict_success", outcome.end_reason
     events = _events(outcome)
     relook = [i for i, e in enumerate(events) if "could not tell an object from its destination" in e["reasoning"]]
     assert relook, "the head camera's check no longer merges the pair: pick another seed"
     before = "\n".join(c["output"] for e in events[:relook[0]] for c in e["cells"])
     assert "are the same region of agentview" in before
-    assert outcome.gate_accepted_on_evidence and outcome.gate_rejections == 0
+    check = next(e for e in events[relook[0] + 1:] if any("measure_object_geometry(" in c["code"] for c in e["cells"]))
+    code = "\n".join(c["code"] for c in check["cells"])
+    assert '"robot0_eye_in_hand"' in code and '"agentview"' not in code  # the check is made from above
+    # the requests that call finish() outright (the check's own cell calls it only if ok)
+    finishes = [e for e in events[relook[0] + 1:] if any(c["code"].startswith("f = robot.finish(") for c in e["cells"])]
+    assert finishes and not outcome.gate_accepted_on_evidence
+    assert all((e.get("meta") or {}).get("nosup_reason") == "finish_against_evidence" for e in finishes)
 
 
 @pytest.mark.parametrize(("failure", "state"), [("perturbed_grasp", 11), ("perturbed_place", 12)])

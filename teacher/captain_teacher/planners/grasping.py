@@ -176,9 +176,9 @@ def choose_grasp(ctx: TeacherContext, obj: str, spec: GraspSpec, attempt: int,
     others.sort(key=lambda t: -t[0])
     good = [t for t in scored if t[0] >= scored[0][0] - 0.006]
     pick = good[int(ctx.rng.integers(len(good)))] if attempt == 0 else scored[min(attempt, len(scored) - 1)]
-    failed = ctx.unreachable_jaws.get(obj, [])
+    failed = ctx.unreachable_jaws.get(obj, []) if attempt else []  # (only a retry has failed turns)
     note = ""
-    if attempt and failed:
+    if failed:
         # the arm could not reach the last grasp (a joint limit or no inverse kinematics):
         # the wrist turn is what it could not make, so the jaws turn well away from every
         # such one (the opposite side of the rim has the same jaws); along a drawer's
