@@ -10,9 +10,10 @@ import math
 
 import numpy as np
 
+from captain_harness.core.episode.gate import TableRegion
 from captain_teacher.cells import num, vec
 from captain_teacher.context import Step, TeacherContext
-from captain_teacher.objects import GraspSpec, kind_of, label_of
+from captain_teacher.objects import EXPECTED_RADIUS_M, GraspSpec, kind_of, label_of
 from captain_teacher.planners.common import (
     TOP_DOWN,
     direction_words,
@@ -28,8 +29,6 @@ from captain_teacher.planners.destinations import Destination
 SLOT_RELEASE_BELOW_TOP_M = 0.05
 #: An object set down in a table region keeps its footprint this far from others', m.
 SPOT_CLEARANCE_M = 0.01
-#: Kinds whose footprint is round: their box's half size is their radius.
-ROUND_KINDS = frozenset({"plate", "bowl", "mug", "ramekin", "can"})
 
 
 #: Kinds whose measured outline is widened by a handle or spout, so that its centre is off
@@ -123,9 +122,10 @@ def place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec
     return Step(reasoning, ["\n".join(lines)], meta=meta)
 
 
-def clear_spot(ctx: TeacherContext, obj: str, aim_xy: np.ndarray, table) -> tuple[np.ndarray, list[str]]:
-    """Where in a table region ``obj`` goes: ``aim_xy`` when its footprint (the radius of
-    its box) stays ``SPOT_CLEARANCE_M`` clear of every other object's footprint there, else
+def clear_spot(ctx: TeacherContext, obj: str, aim_xy: np.ndarray, table: TableRegion
+               ) -> tuple[np.ndarray, list[str]]:
+    """Where in a table region ``obj`` goes: ``aim_xy`` when its footprint (its kind's
+    expected radius, else its box's) stays ``SPOT_CLEARANCE_M`` clear of every other object's footprint there, else
     the point of the region's rectangle (kept ``AIM_EDGE_MARGIN_M`` inside it, searched on
     a 5 mm grid) nearest ``aim_xy`` that does, or the clearest one when none does (a plate
     set down on the stove's edge beside the region tips and slides off its aim).
@@ -137,8 +137,7 @@ def clear_spot(ctx: TeacherContext, obj: str, aim_xy: np.ndarray, table) -> tupl
     from captain_teacher.planners.destinations import AIM_EDGE_MARGIN_M
 
     scene = ctx.scene
-    radius = float(np.hypot(*scene.box(obj).half_m[:2])) if kind_of(obj) not in ROUND_KINDS else \
-        float(max(scene.box(obj).half_m[:2]))
+    radius = EXPECTED_RADIUS_M.get(kind_of(obj), float(np.hypot(*scene.box(obj).half_m[:2])))
     others = [(n, scene.box(n)) for n in scene.names() if n != obj]
 
     def clearance(p: np.ndarray) -> tuple[float, list[str]]:

@@ -232,7 +232,8 @@ def surface_pieces(cloud: FrameCloud, window: tuple[int, int, int, int] | None =
         else:
             a_t, b_t = np.s_[:, :-1], np.s_[:, 1:]
             a2, b2, mid = np.s_[:, :-3], np.s_[:, 3:], np.s_[:, 1:-1]
-        gap2 = sum((c[a_t] - c[b_t]) ** 2 for c in P)
+        D = [c[b_t] - c[a_t] for c in P]  # neighbour to neighbour, per base axis
+        gap2 = sum(d * d for d in D)
         keep = (gap2 <= np.minimum(tol2[a_t], tol2[b_t])) & node_ok[a_t] & node_ok[b_t]
         if use_colour:
             dcol2 = sum((c[a_t] - c[b_t]) ** 2 for c in Lab)
@@ -245,7 +246,7 @@ def surface_pieces(cloud: FrameCloud, window: tuple[int, int, int, int] | None =
             crease = np.zeros(keep.shape, bool)
             crease[mid] = (dot < cos_crease) & (conc < 0)
             keep &= ~(crease & (dcol2 > colour2))
-            keep &= ~_colour_steps(P, Lab, axis, p)
+            keep &= ~_colour_steps(D, Lab, axis, p)
         if axis == 0:
             grid[1::2, ::2] = keep
         else:
@@ -257,9 +258,9 @@ def surface_pieces(cloud: FrameCloud, window: tuple[int, int, int, int] | None =
     return labels, support, table, holders
 
 
-def _colour_steps(P: np.ndarray, Lab: list[np.ndarray], axis: int, p: RegionParams) -> np.ndarray:
-    """Neighbour pairs along ``axis`` (pair ``k`` joins pixels ``k`` and ``k + 1``) where
-    the surface steps and the colour changes.
+def _colour_steps(D: list[np.ndarray], Lab: list[np.ndarray], axis: int, p: RegionParams) -> np.ndarray:
+    """Neighbour pairs along ``axis`` (pair ``k`` joins pixels ``k`` and ``k + 1``; ``D``
+    their 3-D differences, x, y, z, m) where the surface steps and the colour changes.
 
     The step is the pair's 3-D difference minus the mean of the differences of the pairs
     before and after it (what the surface's slope predicts there): at least
@@ -270,17 +271,13 @@ def _colour_steps(P: np.ndarray, Lab: list[np.ndarray], axis: int, p: RegionPara
     steps.
 
     Returns:
-        bool array of the pairs' shape (one less than the image along ``axis``).
+        bool array of the pairs' shape (``D``'s).
     """
-    shape = list(P.shape[1:])
-    shape[axis] -= 1
-    out = np.zeros(shape, bool)
-    if shape[axis] < 3:
+    out = np.zeros(D[2].shape, bool)
+    if out.shape[axis] < 3:
         return out
-    a_t, b_t = (np.s_[:-1, :], np.s_[1:, :]) if axis == 0 else (np.s_[:, :-1], np.s_[:, 1:])
     mid, before, after = ((np.s_[1:-1, :], np.s_[:-2, :], np.s_[2:, :]) if axis == 0 else
                           (np.s_[:, 1:-1], np.s_[:, :-2], np.s_[:, 2:]))
-    D = [c[b_t] - c[a_t] for c in P]
     finite = np.isfinite(D[2])
     D = [np.where(finite, d, 0.0) for d in D]
     jump2 = sum((d[mid] - 0.5 * (d[before] + d[after])) ** 2 for d in D)
