@@ -85,6 +85,10 @@ class RegionParams:
         supported_face_share: a face holds at least this share of its piece's pixels.
         contained_coverage: share of the directions around a body lying in a container
             in which the container's points lie.
+        contained_depth_m: the rest of a piece reaches at least this far below a face for the
+            face to be the top of a body lying in it, metres (not the container's own floor;
+            a box lying flat on a basket's liner is about 2 cm tall, with the liner rising
+            toward the walls around it).
         contained_gap_m: the container's rim lies at least this far outside the body's
             top, metres.
         raised_face_min_height_m: a body of another colour joined to its support's sides
@@ -95,6 +99,10 @@ class RegionParams:
         compact_top_solidity: a flat face too small to be a support is tried as the top of
             a body lying in the rest only when its largest patch fills at least this share
             of its convex hull (image pixels): a box's top does, a rim or a ring does not.
+        more_tops_min_area_m2: beyond the first top found in a piece (or its face's largest
+            patch), another patch is tried as a body's top only when its outline covers
+            this much of the base-frame x-y plane, m^2 (a can's top seen from above covers
+            about 20 cm^2; bits of a basket's rim at one height are smaller).
         dish_min_height_m, dish_max_height_m: a face this far above the table is a dish's
             floor (a plate's, on its foot), whose only raised part is its rim
             (``region_split._raised_bodies``); lower, it is a flat base with its own raised
@@ -141,7 +149,9 @@ class RegionParams:
     supported_face_share: float = 0.1
     contained_coverage: float = 0.75
     contained_gap_m: float = 0.015
+    contained_depth_m: float = 0.01
     compact_top_solidity: float = 0.85
+    more_tops_min_area_m2: float = 0.0008
     raised_face_min_height_m: float = 0.02
     raised_colour_gap: float = 5.0
     relief_margin_m: float = 0.005

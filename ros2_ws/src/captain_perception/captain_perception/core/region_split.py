@@ -93,12 +93,16 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
                 # too small for a support, but it may be the top of a body lying in the
                 # rest (a box in a basket seen from above: its top is all the camera sees
                 # of it, the basket's woven floor is no single flat face)
-                top_body = _small_top_inside(piece, face, z_face, xs, ys, z, p, min_px)
-                if top_body is not None:
+                tops = _small_tops_inside(piece, face, z_face, xs, ys, z, p, min_px, first=idx not in holders)
+                for top_body in tops:  # then tops at other heights (a can and a box in the basket)
                     labels[sl][top_body] = next_label
                     next_label += 1
+                    piece &= ~top_body
+                    flat &= ~top_body
+                if tops:
                     holders.add(idx)
-                    break
+                continue
+            if idx in holders:  # tops of bodies were cut away: the rest is their container
                 continue
             above = z_face - table_height_m if lab is not None and table_height_m is not None else None
             tall = above is not None and above > p.raised_face_min_height_m
@@ -148,10 +152,8 @@ def _bodies_on_face(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.n
         if float(cv2.contourArea(cv2.convexHull(pxy))) > p.supported_area_ratio * face_area:
             continue
         out.append(_body_of(part, xs, ys, z, z_face, p))
-    if not out:
-        top_body = _top_inside(face, face_xy, face_area, z_face, rest, xs, ys, z, p)
-        if top_body is not None:  # the face is the top of a body lying inside the rest (a box in a bowl)
-            out.append(top_body)
+    if not out:  # the face is the top of bodies lying inside the rest (a box in a bowl, two cans in a basket)
+        out = _tops_inside(face, z_face, rest, xs, ys, z, p, min_px)
     if not out and raised_lab is not None:
         out = _raised_bodies(piece, rest, face_hull, z_face, xs, ys, z, raised_lab, p, min_px, dish)
     return out
@@ -259,27 +261,62 @@ def _on_a_dish(support: np.ndarray, body: np.ndarray, z: np.ndarray, z_face: flo
     return float((support & (outline > 0)).sum()) < 0.5 * float(support.sum())
 
 
-def _small_top_inside(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.ndarray, ys: np.ndarray,
-                      z: np.ndarray, p: RegionParams, min_px: int) -> np.ndarray | None:
-    """``_top_inside`` for a face too small to be a support: only when its largest patch is
-    one compact blob (``compact_top_solidity`` of its convex hull, in pixels), as the top of
-    a box is and a container's rim or a ring of relief is not. Returns the body or None."""
+def _small_tops_inside(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.ndarray, ys: np.ndarray,
+                       z: np.ndarray, p: RegionParams, min_px: int, first: bool = True) -> list[np.ndarray]:
+    """``_top_inside`` for a face too small to be a support, patch by patch (largest
+    first; two boxes of one height side by side in a basket give two): only patches that
+    are one compact blob (``compact_top_solidity`` of their convex hull, in pixels), as the
+    top of a box is and a container's rim or a ring of relief is not. Past the face's
+    largest patch, or when ``first`` is False (a top was already cut from the piece), a
+    patch must also cover ``more_tops_min_area_m2``. Returns the bodies found, none
+    overlapping another."""
     n, comp, stats, _ = cv2.connectedComponentsWithStats(face.astype(np.uint8), connectivity=8)
-    if n < 2:
-        return None
-    k = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
-    if int(stats[k, cv2.CC_STAT_AREA]) < min_px:
-        return None
-    patch = comp == k
-    yy, xx = np.nonzero(patch)
-    hull_px = float(cv2.contourArea(cv2.convexHull(np.stack([xx, yy], -1).astype(np.int32))))
-    if hull_px <= 0 or patch.sum() < p.compact_top_solidity * hull_px:
-        return None
-    face_xy = _xy_of(patch, xs, ys)
-    if len(face_xy) < 3:
-        return None
-    area = float(cv2.contourArea(cv2.convexHull(face_xy)))
-    return _top_inside(patch, face_xy, area, z_face, piece & ~patch, xs, ys, z, p)
+    out: list[np.ndarray] = []
+    largest = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA])) if first and n > 1 else 0
+    for k in 1 + np.argsort(-stats[1:, cv2.CC_STAT_AREA], kind="stable"):
+        if int(stats[k, cv2.CC_STAT_AREA]) < min_px:
+            break
+        patch = comp == k
+        yy, xx = np.nonzero(patch)
+        hull_px = float(cv2.contourArea(cv2.convexHull(np.stack([xx, yy], -1).astype(np.int32))))
+        if hull_px <= 0 or patch.sum() < p.compact_top_solidity * hull_px:
+            continue
+        face_xy = _xy_of(patch, xs, ys)
+        if len(face_xy) < 3:
+            continue
+        area = float(cv2.contourArea(cv2.convexHull(face_xy)))
+        if k != largest and area < p.more_tops_min_area_m2:
+            continue
+        body = _top_inside(patch, face_xy, area, z_face, piece & ~patch, xs, ys, z, p)
+        if body is not None and not any((body & other).any() for other in out):
+            out.append(body)
+    return out
+
+
+def _tops_inside(face: np.ndarray, z_face: float, rest: np.ndarray, xs: np.ndarray, ys: np.ndarray,
+                 z: np.ndarray, p: RegionParams, min_px: int) -> list[np.ndarray]:
+    """``_top_inside`` for each patch of ``face`` of at least ``min_px`` pixels, largest
+    first (bodies of one height lying side by side, two cans in a basket, give one face
+    of several patches; each patch is tested with the others counted as the rest). Past
+    the largest, a patch must cover ``more_tops_min_area_m2``. Returns the bodies found,
+    none overlapping another."""
+    n, comp, stats, _ = cv2.connectedComponentsWithStats(face.astype(np.uint8), connectivity=8)
+    out: list[np.ndarray] = []
+    largest = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA])) if n > 1 else 0
+    for k in 1 + np.argsort(-stats[1:, cv2.CC_STAT_AREA], kind="stable"):
+        if int(stats[k, cv2.CC_STAT_AREA]) < min_px:
+            break
+        patch = comp == k
+        xy = _xy_of(patch, xs, ys)
+        if len(xy) < 3:
+            continue
+        area = float(cv2.contourArea(cv2.convexHull(xy)))
+        if k != largest and area < p.more_tops_min_area_m2:
+            continue
+        body = _top_inside(patch, xy, area, z_face, rest | (face & ~patch), xs, ys, z, p)
+        if body is not None and not any((body & other).any() for other in out):
+            out.append(body)
+    return out
 
 
 def _xy_of(mask: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
@@ -338,7 +375,7 @@ def _top_inside(face_all: np.ndarray, face_xy: np.ndarray, face_area: float, z_f
                 xs: np.ndarray, ys: np.ndarray, z: np.ndarray, p: RegionParams) -> np.ndarray | None:
     """Whether a piece's flat face is the top of a body lying inside the rest of the piece:
     the rest surrounds it in x, y (``contained_coverage`` of the directions), covers a
-    clearly larger footprint, reaches well below it (``supported_min_height_m``: it is not
+    clearly larger footprint, reaches below it (``contained_depth_m``: it is not
     the container's floor), reaches up to the face's height at least ``contained_gap_m``
     away from it on several sides (a box's own sides lie right under its top's outline) and
     does not rise around its edge (a floor's wall does).
@@ -355,7 +392,7 @@ def _top_inside(face_all: np.ndarray, face_xy: np.ndarray, face_area: float, z_f
     ok = (rest | (face_all & ~face)) & np.isfinite(z)
     if int(ok.sum()) < 4 * p.min_region_px:
         return None
-    if float(np.percentile(z[ok], 5)) > z_face - p.supported_min_height_m:
+    if float(np.percentile(z[ok], 5)) > z_face - p.contained_depth_m:
         return None
     rxy = np.stack([xs[ok], ys[ok]], -1).astype(np.float32)
     if float(cv2.contourArea(cv2.convexHull(rxy))) * p.supported_area_ratio < face_area:
