@@ -107,6 +107,9 @@ class TeacherContext:
         #: (the preview refused the approach or the descent: a joint limit or no inverse
         #: kinematics on the way)
         self.unreachable_jaws: dict[str, list[float]] = {}
+        #: relations into a part a goal shuts, measured after the release and before
+        #: shutting it: the objects, the session variable of the check and its words
+        self.shut_check: tuple[frozenset[str], str, str] | None = None
 
     # ------------------------------------------------------------- feedback
     def update(self, fb: Feedback) -> None:

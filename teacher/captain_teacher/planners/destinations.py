@@ -93,6 +93,9 @@ class Destination:
     #: half the distance between neighbouring aims when several objects share a region, m
     #: (None: from the region's size alone)
     share_spread_m: float | None = None
+    #: this object's aim from the region's centre when several objects go into one basket,
+    #: base frame xy (m); None: the centre
+    corner_m: tuple[float, float] | None = None
 
     @property
     def label(self) -> str:
@@ -144,6 +147,8 @@ class Destination:
 
     def _share_offset(self, scene: SceneView) -> np.ndarray:
         """Side-by-side aims when several objects go to one region (``share`` = (index, count))."""
+        if self.corner_m is not None:
+            return np.array([*self.corner_m, 0.0])
         if not self._shared():
             return np.zeros(3)
         index, count = self.share
@@ -276,3 +281,26 @@ def share_spread_m(dest: Destination, objects: list[str], scene: SceneView) -> f
         reach = max(reach, float(np.abs(local) @ box.half_m[:2]))
     wanted = reach + SHARE_GAP_M / 2.0
     return max(default, min(wanted, max(hx, hy) - SHARE_EDGE_MARGIN_M))
+
+
+#: Inside a basket the objects' footprints stay this far inside its region's edges, m.
+CORNER_MARGIN_M = 0.005
+
+
+def basket_corners(dest: Destination, objects: list[str], scene: SceneView) -> list[tuple[float, float]]:
+    """Aims (offsets from the region's centre, base frame xy, m) for ``objects`` going into
+    one basket: opposite corners of its region, each as far out as the object's footprint
+    (along the basket's sides, at its present yaw) allows with ``CORNER_MARGIN_M`` to spare.
+    Dropped on its middle, the second lands on the first and hides it from every camera."""
+    hx, hy = dest.half_xy_m()
+    R = rot_z(scene.yaw(dest.click))[:2, :2]
+    out = []
+    for k, name in enumerate(objects):
+        box = scene.box(name)
+        local_axes = R.T @ rot_z(box.yaw_rad)[:2, :2]  # the object's axes in the basket's frame
+        reach = np.abs(local_axes) @ box.half_m[:2]
+        room = np.maximum(np.array([hx, hy]) - reach - CORNER_MARGIN_M, 0.0)
+        sign = 1.0 if k % 2 == 0 else -1.0
+        off = R @ (sign * room)
+        out.append((float(off[0]), float(off[1])))
+    return out

@@ -21,18 +21,22 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import captain_teacher.cells as cells
+from captain_harness.core.episode.gate import shuts
 from captain_teacher.context import HEAD, WRIST, Step, TeacherContext
 from captain_teacher.library import HELPERS_SOURCE
+from captain_teacher.objects import kind_of
 from captain_teacher.planners import articulated
 from captain_teacher.planners.common import Plan, PlanError
-from captain_teacher.planners.destinations import Destination, destination_for, share_spread_m
+from captain_teacher.planners.destinations import Destination, basket_corners, destination_for, share_spread_m
 from captain_teacher.planners.lift import pick_up
 from captain_teacher.planners.pick_place import pick_and_place
 from captain_teacher.planners.verify import (
     MEASURED_SUMMARY,
+    SAME_REGION,
     Relation,
     all_goals_met,
     finish_step,
+    measure_before_shutting,
     measured_within,
     verify_and_finish,
 )
@@ -112,16 +116,17 @@ def decompose(ctx: TeacherContext) -> list[Subtask]:
         if t.kind == "place" and t.dest is not None and t.dest.region:
             shared.setdefault(t.dest.goal_arg, []).append(i)
     for indices in shared.values():
-        if len(indices) > 1:
+        if len(indices) > 1 and kind_of(middle[indices[0]].dest.click) == "basket":
+            corners = basket_corners(middle[indices[0]].dest, [middle[j].args[0] for j in indices], scene)
+            for i, corner in zip(indices, corners, strict=True):
+                t = middle[i]
+                middle[i] = Subtask(t.kind, t.args, replace(t.dest, corner_m=corner))
+        elif len(indices) > 1:
             for k, i in enumerate(indices):
                 t = middle[i]
                 spread = share_spread_m(t.dest, [middle[j].args[0] for j in indices], scene)
                 middle[i] = Subtask(t.kind, t.args, replace(t.dest, share=(k, len(indices)), share_spread_m=spread))
     return first + middle + last + lifts[:1]  # one hand: one object can end up lifted
-
-
-#: What ``measure_object_geometry`` says when an object and its destination are one region.
-SAME_REGION = "are the same region of"
 
 
 def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
@@ -137,6 +142,10 @@ def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
     for t in subtasks:
         if t.satisfied(ctx):
             continue
+        if t.kind == "close":  # once shut, no camera sees what went inside: measure it first
+            inside = [rel for rel in relations if rel.dest.container and shuts(t.args[0], rel.dest.goal_arg)]
+            if inside:
+                yield from measure_before_shutting(ctx, inside, t.args[0])
         yield from run_subtask(ctx, t, first=not done_any)
         done_any = True
     fixes = 0
@@ -183,6 +192,8 @@ def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
         fixes += 1
         for t in subtasks:
             if not t.satisfied(ctx):
+                if t.kind == "place":  # a new release: what was measured before shutting no longer counts
+                    ctx.shut_check = None
                 yield from run_subtask(ctx, t, first=False)
                 break
 

@@ -47,6 +47,102 @@ class Relation:
     dest: Destination
 
 
+def _relation_targets(ctx: TeacherContext, relations: Sequence[Relation], suffix: str
+                      ) -> tuple[list[list[Target]], list[tuple[str, str, Relation]]]:
+    """Per relation, the click targets of its destination and object (session variables
+    ending in ``suffix``) and the ``(object var, destination var, relation)`` pairs."""
+    groups: list[list[Target]] = []
+    pairs = []
+    used: set[str] = set()
+    dest_vars: dict[str | None, str] = {}
+    for rel in relations:
+        ov, dv = short_name(rel.obj), short_name(rel.dest.click)
+        if dv == ov:
+            dv += "2"
+        ov = _unique(ov + suffix, used)
+        # relations into one destination share its click; two destinations of one name (the
+        # two plates) each get their own
+        dv_f = dest_vars.get(rel.dest.click)
+        if dv_f is None:
+            dv_f = dest_vars[rel.dest.click] = _unique(dv + suffix, used)
+        # a region's fixture (the stove, the basket) is clicked where the object does not hide
+        # it: a click on its middle lands on the object resting there, and both clicks then
+        # mark one region
+        ignore = () if rel.dest.region else (rel.obj,)
+        groups.append([target(dv_f, rel.dest.click, ignore=ignore,
+                              points=_away_points(ctx, rel.dest.click, rel.obj) if rel.dest.region else None),
+                       target(ov, rel.obj, points=_high_wall_points(ctx, rel.obj),
+                              ignore=(rel.dest.click,) if kind_of(rel.dest.click) in OPEN_FRAMES else ())])
+        pairs.append((ov, dv_f, rel))
+    return groups, pairs
+
+
+#: The session variable of the check made before shutting a part (``measure_before_shutting``).
+SHUT_CHECK_VAR = "shut_ok"
+
+
+def measure_before_shutting(ctx: TeacherContext, relations: Sequence[Relation], part: str) -> Plan:
+    """Before a goal shuts ``part`` (a drawer, the microwave's door), measure each relation
+    into it: once shut, no camera sees inside (the gate then takes the measurement made
+    after the last release). From the head camera, else (nothing to click, or the object
+    and the destination one region) from the wrist camera above the first relation's
+    destination. The check is kept in ``ctx.shut_check`` for the final verdict when the
+    cell printed it; nothing is kept otherwise (the final look then names the goal as
+    unmeasured)."""
+    groups, pairs = _relation_targets(ctx, relations, "_s")
+    flat = _dedupe([t for g in groups for t in g])
+    plab = label_of(part)
+    checks, words, measure_lines = [], [], []
+    for i, (ov, dv, rel) in enumerate(pairs):
+        var = f"ins{i + 1}" if len(pairs) > 1 else "ins"
+        measure_lines.append(cells.measure(var, ov, dv))
+        rel_lines, check, what = relation_check(ctx, var, rel.obj, rel.dest, XY_TOLERANCE_M)
+        measure_lines += rel_lines
+        checks.append(check)
+        words.append(what)
+    said = ", ".join(words)
+    measure_lines.append(f"{SHUT_CHECK_VAR} = {' and '.join(checks)}\n"
+                         f'print("inside before shutting:", {SHUT_CHECK_VAR})')
+    reasoning = (f"Before I shut the {plab}: once it is shut no camera sees inside, so I'll measure now, after the "
+                 f"release: {said}.")
+    found = look_and_click(ctx, flat, prefer=HEAD)
+    if found is not None:
+        fb = yield Step(reasoning, ["\n".join(found[1] + measure_lines)])
+        if _shut_check_printed(ctx, fb, relations, said, plab) or fb is None or SAME_REGION not in fb.text:
+            return
+        why = "The head camera's image could not tell the object from the {plab} (one region for both)."
+    else:
+        why = f"The head camera does not see into the {plab} cleanly."
+    aim = relations[0].dest.region_center_m(ctx.scene)
+    views = [aim + np.array([-back, 0.0, h]) for h, back in ((0.25, 0.06), (0.3, 0.12), (0.22, 0.0))]
+    options = ", ".join(cells.vec(v) for v in views)
+    speed = num(ctx.style.approach_speed_m_s)
+    yield Step(f"{why.format(plab=plab)} I'll move the hand above it and look down with the wrist camera, trying a "
+               "few viewpoints until one is reachable.",
+               [f"for view in ({options}):\n    r = go(view, downq(0.0), speed={speed})\n"
+                '    if r["success"]:\n        break\nprint("moved:", r["success"])'])
+    found = look_and_click(ctx, flat, prefer=WRIST)
+    if found is None:
+        return
+    fb = yield Step(reasoning, ["\n".join(found[1] + measure_lines)])
+    _shut_check_printed(ctx, fb, relations, said, plab)
+
+
+#: What ``measure_object_geometry`` says when an object and its destination are one region.
+SAME_REGION = "are the same region of"
+_SHUT_RE = re.compile(r"^inside before shutting: (True|False)$", re.MULTILINE)
+
+
+def _shut_check_printed(ctx: TeacherContext, fb: Feedback | None, relations: Sequence[Relation], said: str,
+                        plab: str) -> bool:
+    """Keep the check made before shutting in ``ctx.shut_check`` when the cell printed it."""
+    if fb is None or not _SHUT_RE.search(fb.text):
+        return False
+    ctx.shut_check = (frozenset(rel.obj for rel in relations), SHUT_CHECK_VAR,
+                      f"{said}, measured before the {plab} was shut")
+    return True
+
+
 def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], parts: Sequence[tuple[str, str]],
                       held: Sequence[str] = (), from_above: str = "") -> Plan:
     """Observe, measure every goal (``planners.evidence``), print the numbers and whether
@@ -66,29 +162,10 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], parts:
     (``nosup_reason`` = ``UNMEASURED_GOAL``).
     """
     done = all_goals_met(ctx) or ctx.failure_done  # an injected failure goes unnoticed
-    groups: list[list[Target]] = []
-    pairs = []
-    used: set[str] = set()
-    dest_vars: dict[str | None, str] = {}
-    for rel in relations:
-        ov, dv = short_name(rel.obj), short_name(rel.dest.click)
-        if dv == ov:
-            dv += "2"
-        ov = _unique(ov + "_f", used)
-        # relations into one destination share its click; two destinations of one name (the
-        # two plates) each get their own
-        dv_f = dest_vars.get(rel.dest.click)
-        if dv_f is None:
-            dv_f = dest_vars[rel.dest.click] = _unique(dv + "_f", used)
-        # a region's fixture (the stove, the basket) is clicked where the object does not hide
-        # it: a click on its middle lands on the object resting there, and both clicks then
-        # mark one region
-        ignore = () if rel.dest.region else (rel.obj,)
-        groups.append([target(dv_f, rel.dest.click, ignore=ignore,
-                              points=_away_points(ctx, rel.dest.click, rel.obj) if rel.dest.region else None),
-                       target(ov, rel.obj, points=_high_wall_points(ctx, rel.obj),
-                              ignore=(rel.dest.click,) if kind_of(rel.dest.click) in OPEN_FRAMES else ())])
-        pairs.append((ov, dv_f, rel))
+    shut = ctx.shut_check
+    if shut is not None:  # measured before the part was shut: no camera sees them now
+        relations = [rel for rel in relations if rel.obj not in shut[0]]
+    groups, pairs = _relation_targets(ctx, relations, "_f")
     evidence = [part_evidence(ctx, op, name) for op, name in parts]
     groups += [[ev.target] for ev in evidence if ev.target is not None]
     flat = _dedupe([t for g in groups for t in g])
@@ -144,6 +221,9 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], parts:
             words.append(ev.words)
         else:
             unmeasured.append(ev.words)
+    if shut is not None:
+        checks.append(shut[1])
+        words.append(shut[2])
     if held:
         lines.append('hs = robot.gripper_state()\nprint("held:", val(hs, "held"))')
         checks.append('bool(val(hs, "held"))')

@@ -230,3 +230,63 @@ def test_the_inside_of_a_region_is_judged_by_the_walls_not_by_resting(tmp_path: 
     assert out.result["success"] is accepted and gate.accepted_on_evidence is accepted
     if not accepted and standards[0].inside:
         assert "lowest seen point" in out.result["message"]
+
+
+SHUT_IN = ["In(akita_black_bowl_1, plate_1_bottom_region)", "Close(plate_1_bottom_region)"]
+
+
+def _released_inside(tmp_path: Path, goals: list[str]) -> tuple[ToyWorld, RobotAPI, CompletionGate]:
+    """The bowl released into the plate standing for a drawer (its top raised 3 cm, so the
+    released bowl's lowest point is inside its walls)."""
+    tmp_path.mkdir(exist_ok=True)
+    world, api, gate = _gated(tmp_path, standards_for(goals))
+    world.objects["plate"] = world.objects["plate"] + [0.0, 0.0, 0.03]
+    place(api, world, dx=0.01)
+    return world, api, gate
+
+
+def test_the_inside_of_a_part_another_goal_shuts_is_measured_after_the_release(tmp_path: Path) -> None:
+    """Once the drawer is shut no camera sees the bowl: ``In`` into a region a ``Close``
+    goal shuts counts when measured after the last release of the gripper; the shut part
+    still needs its fresh look after the last physical action, and TASK.md says both."""
+    _world, api, gate = _released_inside(tmp_path, SHUT_IN)
+    inside, close = gate.standards
+    assert inside.closed_by == "plate_1_bottom_region" and close.closed_by is None
+    assert "last release of the gripper" in inside.describe() and "before you shut it" in inside.describe()
+    assert measure(api)["success"]
+    api.call("move_to", ([0.3, 0.0, 0.3],))  # pushing it shut
+    out = api.call("finish")
+    assert not out.result["success"] and "no fresh" in out.result["message"]
+    api.call("observe")
+    out = api.call("finish")
+    assert out.result["success"] and gate.accepted_on_evidence
+
+
+def test_a_measurement_before_the_last_release_or_without_a_shutting_goal_does_not_count(tmp_path: Path) -> None:
+    # no goal shuts the region: the measurement must follow the last physical action
+    _world, api, gate = _released_inside(tmp_path / "a", SHUT_IN[:1])
+    assert gate.standards[0].closed_by is None
+    assert measure(api)["success"]
+    api.call("move_to", ([0.3, 0.0, 0.3],))
+    api.call("observe")
+    out = api.call("finish")
+    assert not out.result["success"] and "no measure_object_geometry" in out.result["message"]
+    # measured, then grasped and released again: the measurement no longer counts
+    world, api, gate = _released_inside(tmp_path / "b", SHUT_IN)
+    assert measure(api)["success"]
+    place(api, world, dx=0.01)
+    api.call("observe")
+    out = api.call("finish")
+    assert not out.result["success"] and "last release of the gripper" in out.result["message"]
+    # detections made before the release do not count either
+    (tmp_path / "c").mkdir()
+    world, api, gate = _gated(tmp_path / "c", standards_for(SHUT_IN))
+    world.objects["plate"] = world.objects["plate"] + [0.0, 0.0, 0.03]
+    h = api.call("observe").result["value"]["observation_handle"]
+    b = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "bowl"}).result["value"]["detection_id"]
+    p = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "plate"}).result["value"]["detection_id"]
+    place(api, world, dx=0.01)
+    assert api.call("measure_object_geometry", (b, p)).result["success"]
+    api.call("observe")
+    out = api.call("finish")
+    assert not out.result["success"] and not gate.accepted_on_evidence

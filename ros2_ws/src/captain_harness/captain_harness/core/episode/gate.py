@@ -19,6 +19,12 @@ TASK.md states:
   for ``resting_height_consistent``: LIBERO's ``In`` is where the object is, and seen
   into a container from above an object's foot is hidden by its own walls or the
   container's, so whether it rests cannot be seen;
+* the inside of a region that another goal closes (``In(bowl, cabinet_1_bottom_region)``
+  with ``Close(cabinet_1_bottom_region)``, ``In(mug, microwave_1_heating_region)`` with
+  ``Close(microwave_1)``): once shut, no camera sees the object, so the measurement
+  inside the walls counts when made after the last release of the gripper
+  (``move_to(gripper="open")``) on detections made after it; the closed part itself
+  needs its fresh look after the last physical action like any articulated goal;
 * relations to a region of the table (``main_table_stove_front_region``: an area of the
   table with nothing there to see or click): TASK.md states the region as a rectangle in
   the robot base frame (``TableRegion``, from the task's definition); a successful fresh
@@ -38,7 +44,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from captain_harness.core.api import CallRecord
@@ -51,6 +57,8 @@ INSIDE_PREDICATES = frozenset({"in", "inside"})
 #: it to be inside the destination's walls, m (an object lying across the rim is not).
 INSIDE_MARGIN_M = 0.02
 ARTICULATION_PREDICATES = frozenset({"open", "close", "closed", "turnon", "turnoff", "turn_on", "turn_off"})
+#: Articulation goals that shut a part (what is inside it can no longer be seen).
+CLOSING_PREDICATES = frozenset({"close", "closed"})
 #: Calls that count as a fresh look at the scene for articulated goals.
 PERCEPTION_CALLS = ("observe", "compare_object_observations", "measure_object_geometry",
                     "measure_image_points", "track_target", "segment", "point", "mark_point")
@@ -150,6 +158,8 @@ class GoalStandard:
         xy_tolerance_m: horizontal tolerance of a relation, metres (None otherwise).
         region: the destination is a region of a fixture or of the table.
         table_region: the destination is this region of the table (None otherwise).
+        closed_by: for the inside of a region, the argument of the goal that closes it
+            (``Close(microwave_1)`` shuts ``microwave_1_heating_region``; None otherwise).
     """
 
     predicate: str
@@ -158,6 +168,7 @@ class GoalStandard:
     xy_tolerance_m: float | None = None
     region: bool = False
     table_region: TableRegion | None = None
+    closed_by: str | None = None
 
     @property
     def inside(self) -> bool:
@@ -178,6 +189,14 @@ class GoalStandard:
                     f"the robot base frame (nothing marks it on the table); after your last physical action, "
                     f"`measure_object_geometry(object)` on a fresh observation (a destination may be given; it "
                     f"is not used) puts the object's centre (`object.center_xy_m`) inside it{rest}.")
+        if self.inside and self.closed_by is not None:
+            return (f"`{self.label}`: `{self.closed_by}` is shut by another goal, after which no camera sees "
+                    f"inside it; so after your last release of the gripper (`move_to(gripper=\"open\")`), "
+                    f"on detections made after it, `measure_object_geometry(object, destination)` puts the "
+                    f"object's centre within the destination's measured extent (`xy_distance_m` <= the "
+                    f"destination's `footprint.radius_m`) and inside its walls: the object's lowest seen point "
+                    f"(`object.lowest_point_z_m`) at least {INSIDE_MARGIN_M:g} m below the destination's top "
+                    f"(`destination.top_z_m`). Measure it before you shut it.")
         if self.inside:
             return (f"`{self.label}`: after your last physical action, "
                     f"`measure_object_geometry(object, destination)` on a fresh observation puts the object's "
@@ -214,6 +233,12 @@ def parse_goal(text: str) -> tuple[str, tuple[str, ...]]:
     return m.group(1).lower(), args
 
 
+def shuts(part: str, region: str) -> bool:
+    """Whether closing ``part`` shuts ``region`` (``microwave_1`` shuts
+    ``microwave_1_heating_region``; a drawer's region shuts itself)."""
+    return region == part or region.startswith(part + "_")
+
+
 def standards_for(goals: Sequence[str], config: GateConfig | None = None,
                   table_regions: dict[str, Any] | None = None) -> list[GoalStandard]:
     """The success standard of each goal predicate.
@@ -235,6 +260,11 @@ def standards_for(goals: Sequence[str], config: GateConfig | None = None,
             out.append(GoalStandard(predicate, args, "articulation"))
         else:
             out.append(GoalStandard(predicate, args, "other"))
+    shut = [s.args[0] for s in out if s.kind == "articulation" and s.predicate in CLOSING_PREDICATES and s.args]
+    for i, s in enumerate(out):
+        closer = next((c for c in shut if s.args and shuts(c, s.args[-1])), None)
+        if s.inside and closer is not None:
+            out[i] = replace(s, closed_by=closer)
     return out
 
 
@@ -337,7 +367,8 @@ class CompletionGate:
         evidence: list[int] = []
         details: dict[str, Any] = {"last_physical_call": last.index}
         on_table = [s for s in relations if s.table_region is not None]
-        relations = [s for s in relations if s.table_region is None]
+        shut_in = [s for s in relations if s.closed_by is not None]
+        relations = [s for s in relations if s.table_region is None and s.closed_by is None]
         measured_any = [
             r
             for r in fresh
@@ -358,6 +389,13 @@ class CompletionGate:
                 return verdict
             evidence.extend(verdict.evidence)
             details["table_regions_passed"] = len(on_table)
+        if shut_in:
+            verdict = self._shut_in(log, shut_in)
+            if not verdict.passed:
+                verdict.details.update(details)
+                return verdict
+            evidence.extend(verdict.evidence)
+            details["shut_in_passed"] = len(shut_in)
         if relations:
             tol = min(s.xy_tolerance_m or self.config.xy_tolerance_m for s in relations)
             n_regions = sum(1 for s in relations if s.region)
@@ -434,6 +472,34 @@ class CompletionGate:
                 )
             evidence.append(looks[-1].index)
         return GateVerdict(True, "", sorted(set(evidence)), details)
+
+    def _shut_in(self, log: Sequence[CallRecord], standards: Sequence[GoalStandard]) -> GateVerdict:
+        """The inside of regions another goal shuts: one distinct object/destination pair per
+        goal measured within the destination's extent and inside its walls after the last
+        release of the gripper, on detections made after it."""
+        releases = [r for r in log if r.physical and r.result.get("executed") and r.name == "move_to"
+                    and r.kwargs.get("gripper") == "open"]
+        if not releases:
+            return GateVerdict(False, f"{standards[0].label} is not measured: nothing was released into "
+                                      f"{standards[0].args[-1]} yet")
+        release = releases[-1]
+        where = f"your last release of the gripper (call #{release.index})"
+        measured = [r for r in log if r.index > release.index and r.name == "measure_object_geometry"
+                    and r.result.get("success") and isinstance(r.result.get("value"), dict)
+                    and _arg(r, 1, "destination_id") is not None]
+        measured = [r for r in measured if r not in self._stale(log, measured, release.index)]
+        inside: dict[tuple[str, str], int] = {}
+        for r in measured:
+            value = r.result["value"]
+            dist, extent = _xy_distance(value), _extent_radius(value)
+            if dist is not None and extent is not None and dist <= extent and inside_walls(value):
+                inside[(str(_arg(r, 0, "object_id")), str(_arg(r, 1, "destination_id")))] = r.index
+        if len(inside) < len(standards):
+            names = ", ".join(s.label for s in standards)
+            return GateVerdict(False, f"{len(inside)} of {len(standards)} goals inside a part another goal shuts "
+                                      f"({names}) are measured within the destination's extent and inside its "
+                                      f"walls after {where}; measure each before shutting it")
+        return GateVerdict(True, "", sorted(inside.values()))
 
     @staticmethod
     def _stale(log: Sequence[CallRecord], measured: Sequence[CallRecord], last_index: int) -> list[CallRecord]:
