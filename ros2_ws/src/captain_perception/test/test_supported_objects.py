@@ -140,6 +140,19 @@ def test_segmenter_returns_the_bowl_on_the_stove(goal_scene, tmp_path):
     assert (region & mask).sum() / (region | mask).sum() > 0.8
 
 
+def _wrist_look_into_the_basket(driver, truth, tmp_path):
+    """The wrist camera looking straight down into the basket: the API, its perception, the
+    observation's handle and the simulator's wrist segmentation."""
+    from captain_backends.core.driver import WRIST_CAMERA
+
+    look_down_with_the_wrist(driver, truth.object_truth(BASKET).center_m)
+    perception = Perception(driver, tmp_path)
+    api = RobotAPI()
+    api.register_object(perception)
+    handle = api.call("observe").result["value"]["observation_handle"]
+    return api, perception, handle, truth.segmentation(WRIST_CAMERA)
+
+
 @pytest.mark.parametrize("box_name", ["butter_1", "cream_cheese_1"])
 def test_box_in_the_basket_seen_from_above_is_its_own_region(object_scene, tmp_path, box_name):
     """From the wrist camera above the basket only the box's top shows; the basket's woven
@@ -152,12 +165,7 @@ def test_box_in_the_basket_seen_from_above_is_its_own_region(object_scene, tmp_p
     driver.reset(init_state=11)
     arrange.put_on(driver, box_name, BASKET)
     assert arrange.touching(driver, box_name, BASKET)
-    look_down_with_the_wrist(driver, truth.object_truth(BASKET).center_m)
-    perception = Perception(driver, tmp_path)
-    api = RobotAPI()
-    api.register_object(perception)
-    handle = api.call("observe").result["value"]["observation_handle"]
-    seg = truth.segmentation(WRIST_CAMERA)
+    api, perception, handle, seg = _wrist_look_into_the_basket(driver, truth, tmp_path)
     box, basket = truth.object_mask(seg, box_name), truth.object_mask(seg, BASKET)
     assert box.sum() > 300 and basket.sum() > 5000
     ids, regions = {}, {}
@@ -200,12 +208,7 @@ def test_two_objects_side_by_side_in_the_basket_are_each_their_own_region(object
     arrange.put_on(driver, second, BASKET, offset_xy_m=(-0.025, -0.025))
     for name in (first, second):
         assert arrange.touching(driver, name, BASKET), f"{name} is not in the basket"
-    look_down_with_the_wrist(driver, truth.object_truth(BASKET).center_m)
-    perception = Perception(driver, tmp_path)
-    api = RobotAPI()
-    api.register_object(perception)
-    handle = api.call("observe").result["value"]["observation_handle"]
-    seg = truth.segmentation(WRIST_CAMERA)
+    api, perception, handle, seg = _wrist_look_into_the_basket(driver, truth, tmp_path)
     masks = {name: truth.object_mask(seg, name) for name in (first, second, BASKET)}
     assert masks[first].sum() > 300 and masks[second].sum() > 300 and masks[BASKET].sum() > 5000
     ids, ious = {}, {}

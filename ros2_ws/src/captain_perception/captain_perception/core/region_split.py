@@ -93,7 +93,8 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
                 # too small for a support, but it may be the top of a body lying in the
                 # rest (a box in a basket seen from above: its top is all the camera sees
                 # of it, the basket's woven floor is no single flat face)
-                tops = _small_tops_inside(piece, face, z_face, xs, ys, z, p, min_px, first=idx not in holders)
+                tops = _tops_inside(face, z_face, piece & ~face, xs, ys, z, p, min_px, compact=True,
+                                    first=idx not in holders)
                 for top_body in tops:  # then tops at other heights (a can and a box in the basket)
                     labels[sl][top_body] = next_label
                     next_label += 1
@@ -261,14 +262,17 @@ def _on_a_dish(support: np.ndarray, body: np.ndarray, z: np.ndarray, z_face: flo
     return float((support & (outline > 0)).sum()) < 0.5 * float(support.sum())
 
 
-def _small_tops_inside(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.ndarray, ys: np.ndarray,
-                       z: np.ndarray, p: RegionParams, min_px: int, first: bool = True) -> list[np.ndarray]:
-    """``_top_inside`` for a face too small to be a support, patch by patch (largest
-    first; two boxes of one height side by side in a basket give two): only patches that
-    are one compact blob (``compact_top_solidity`` of their convex hull, in pixels), as the
-    top of a box is and a container's rim or a ring of relief is not. Past the face's
-    largest patch, or when ``first`` is False (a top was already cut from the piece), a
-    patch must also cover ``more_tops_min_area_m2``. Returns the bodies found, none
+def _tops_inside(face: np.ndarray, z_face: float, rest: np.ndarray, xs: np.ndarray, ys: np.ndarray,
+                 z: np.ndarray, p: RegionParams, min_px: int, compact: bool = False,
+                 first: bool = True) -> list[np.ndarray]:
+    """``_top_inside`` for each patch of ``face`` of at least ``min_px`` pixels, largest
+    first (bodies of one height lying side by side, two cans or two boxes in a basket, give
+    one face of several patches; each patch is tested with the others counted as the rest).
+    Past the face's largest patch, or when ``first`` is False (a top was already cut from
+    the piece), a patch must also cover ``more_tops_min_area_m2``. ``compact`` (a face too
+    small to be a support): only patches that are one compact blob
+    (``compact_top_solidity`` of their convex hull, in pixels), as the top of a box is and
+    a container's rim or a ring of relief is not. Returns the bodies found, none
     overlapping another."""
     n, comp, stats, _ = cv2.connectedComponentsWithStats(face.astype(np.uint8), connectivity=8)
     out: list[np.ndarray] = []
@@ -277,36 +281,11 @@ def _small_tops_inside(piece: np.ndarray, face: np.ndarray, z_face: float, xs: n
         if int(stats[k, cv2.CC_STAT_AREA]) < min_px:
             break
         patch = comp == k
-        yy, xx = np.nonzero(patch)
-        hull_px = float(cv2.contourArea(cv2.convexHull(np.stack([xx, yy], -1).astype(np.int32))))
-        if hull_px <= 0 or patch.sum() < p.compact_top_solidity * hull_px:
-            continue
-        face_xy = _xy_of(patch, xs, ys)
-        if len(face_xy) < 3:
-            continue
-        area = float(cv2.contourArea(cv2.convexHull(face_xy)))
-        if k != largest and area < p.more_tops_min_area_m2:
-            continue
-        body = _top_inside(patch, face_xy, area, z_face, piece & ~patch, xs, ys, z, p)
-        if body is not None and not any((body & other).any() for other in out):
-            out.append(body)
-    return out
-
-
-def _tops_inside(face: np.ndarray, z_face: float, rest: np.ndarray, xs: np.ndarray, ys: np.ndarray,
-                 z: np.ndarray, p: RegionParams, min_px: int) -> list[np.ndarray]:
-    """``_top_inside`` for each patch of ``face`` of at least ``min_px`` pixels, largest
-    first (bodies of one height lying side by side, two cans in a basket, give one face
-    of several patches; each patch is tested with the others counted as the rest). Past
-    the largest, a patch must cover ``more_tops_min_area_m2``. Returns the bodies found,
-    none overlapping another."""
-    n, comp, stats, _ = cv2.connectedComponentsWithStats(face.astype(np.uint8), connectivity=8)
-    out: list[np.ndarray] = []
-    largest = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA])) if n > 1 else 0
-    for k in 1 + np.argsort(-stats[1:, cv2.CC_STAT_AREA], kind="stable"):
-        if int(stats[k, cv2.CC_STAT_AREA]) < min_px:
-            break
-        patch = comp == k
+        if compact:
+            yy, xx = np.nonzero(patch)
+            hull_px = float(cv2.contourArea(cv2.convexHull(np.stack([xx, yy], -1).astype(np.int32))))
+            if hull_px <= 0 or patch.sum() < p.compact_top_solidity * hull_px:
+                continue
         xy = _xy_of(patch, xs, ys)
         if len(xy) < 3:
             continue
