@@ -122,9 +122,14 @@ def measure_before_shutting(ctx: TeacherContext, relations: Sequence[Relation], 
                [f"for view in ({options}):\n    r = go(view, downq(0.0), speed={speed})\n"
                 '    if r["success"]:\n        break\nprint("moved:", r["success"])'])
     found = look_and_click(ctx, flat, prefer=WRIST)
+    back = f"r = go(home, downq(0.0), speed={speed})  # out of the head camera's view again"
     if found is None:
+        yield Step(f"The wrist camera does not see into the {plab} from here either. I'll move the hand back out of "
+                   "the head camera's view.", [back])
         return
-    fb = yield Step(reasoning, ["\n".join(found[1] + measure_lines)])
+    look, marks = found[1][0], found[1][1:]  # back out of view right after the look: the clicks use its images
+    fb = yield Step(f"{reasoning} The hand goes back out of the head camera's view right after the look.",
+                    ["\n".join([look, back, *marks, *measure_lines])])
     _shut_check_printed(ctx, fb, relations, said, plab)
 
 
