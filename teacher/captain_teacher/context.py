@@ -87,7 +87,7 @@ class TeacherContext:
         #: the request that made it (set by the policy)
         self.failure_request: int | None = None
         self.flags: list[dict[str, Any]] = []
-        #: the regions of the table TASK.md states, by goal argument (``gate.TableRegion``,
+        #: the regions of the table TASK.md states, by goal argument (``table_regions.TableRegion``,
         #: base frame): read from the system message as a policy reads them
         self.table_regions: dict[str, Any] = {}
         #: values printed by the session, one dict per request's feedback

@@ -42,10 +42,10 @@ from typing import Any
 
 import numpy as np
 
-from captain_harness.core.episode.gate import table_regions_in
 from captain_harness.core.episode.history import text_of
 from captain_harness.core.episode.policy.base import PolicyClient, PolicyReply, PolicyRequest, ToolCall, new_call_id
 from captain_harness.core.episode.prompt import instruction_of
+from captain_harness.core.episode.table_regions import table_regions_in
 from captain_teacher.context import Step, TeacherContext
 from captain_teacher.feedback import Feedback, last_cells
 from captain_teacher.planners.common import PlanError

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from captain_backends.core.snapshot import GoalPredicate, ObjectPose, SimSnapshot
-from captain_harness.core.episode.gate import TableRegion, inside_walls, standards_for, table_regions_in
+from captain_harness.core.episode.gate import inside_walls, standards_for
+from captain_harness.core.episode.table_regions import TableRegion, table_regions_in
 from captain_teacher.boxes import rot_z
 from captain_teacher.planners.destinations import destination_for
 from captain_teacher.planners.evidence import relation_check

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from captain_harness.core.episode.gate import INSIDE_MARGIN_M, TableRegion
+from captain_harness.core.episode.gate import INSIDE_MARGIN_M
+from captain_harness.core.episode.table_regions import TableRegion
 from captain_teacher.cells import num, vec
 from captain_teacher.context import TeacherContext
 from captain_teacher.fixtures import Drawer, drawer_for_region, drawers
@@ -159,7 +160,7 @@ def relation_check(ctx: TeacherContext, var: str, obj: str, dest: Destination, t
 
 def _table_region_check(var: str, olab: str, name: str, region: TableRegion) -> tuple[list[str], str, str]:
     """``relation_check`` for a region of the table: the measured object centre inside the
-    rectangle TASK.md states (``gate.TableRegion``, base frame)."""
+    rectangle TASK.md states (``table_regions.TableRegion``, base frame)."""
     (x, y), (hx, hy), yaw = region.center_xy_m, region.half_xy_m, region.yaw_rad
     c = f"{var}_c"
     lines = [f'{c} = np.array({var}["object"]["center_xy_m"])']

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from captain_harness.core.episode.gate import TableRegion
+from captain_harness.core.episode.table_regions import TableRegion
 from captain_teacher.cells import num, vec
 from captain_teacher.context import Step, TeacherContext
 from captain_teacher.objects import EXPECTED_RADIUS_M, GraspSpec, kind_of, label_of

@@ -16,11 +16,10 @@ from captain_harness.core.episode.gate import (
     FINISH_REJECTED,
     CompletionGate,
     GateConfig,
-    TableRegion,
     parse_goal,
     standards_for,
-    table_regions_in,
 )
+from captain_harness.core.episode.table_regions import TableRegion, table_regions_in
 
 
 @pytest.fixture
