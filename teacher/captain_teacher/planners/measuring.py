@@ -6,6 +6,7 @@ object is held.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -108,11 +109,13 @@ def print_geometry(var: str, key: str, with_yaw: bool = False) -> str:
             f'"radius": {key}["footprint"]["radius_m"]{yaw}}})')
 
 
-def move_to_view(ctx: TeacherContext, name: str, why: str = "") -> Plan:
+def move_to_view(ctx: TeacherContext, name: str, why: str = "", views: Sequence[np.ndarray] | None = None) -> Plan:
     """Move the hand above an object so the wrist camera looks down on it (a few
     viewpoints, the first reachable one). ``why``: the reasoning's first sentence (default:
-    the head camera does not see it cleanly)."""
-    views = [view_pose_above(ctx, name, h, back) for h, back in ((0.22, 0.06), (0.18, 0.12), (0.26, 0.16))]
+    the head camera does not see it cleanly); ``views``: the tool positions to try, base
+    frame, m (default: above the object's box)."""
+    if views is None:
+        views = [view_pose_above(ctx, name, h, back) for h, back in ((0.22, 0.06), (0.18, 0.12), (0.26, 0.16))]
     ctx.tcp_quaternion = TOP_DOWN.copy()
     options = ", ".join(vec(p) for p in views)
     why = why or f"The head camera does not give a clean view of the {label_of(name)} from here."

@@ -110,17 +110,13 @@ def measure_before_shutting(ctx: TeacherContext, relations: Sequence[Relation], 
         fb = yield Step(reasoning, ["\n".join(found[1] + measure_lines)])
         if _shut_check_printed(ctx, fb, relations, said, plab) or fb is None or SAME_REGION not in fb.text:
             return
-        why = "The head camera's image could not tell the object from the {plab} (one region for both)."
+        why = f"The head camera's image could not tell the object from the {plab} (one region for both)."
     else:
         why = f"The head camera does not see into the {plab} cleanly."
     aim = relations[0].dest.region_center_m(ctx.scene)
-    views = [aim + np.array([-back, 0.0, h]) for h, back in ((0.25, 0.06), (0.3, 0.12), (0.22, 0.0))]
-    options = ", ".join(cells.vec(v) for v in views)
+    yield from move_to_view(ctx, part, why=why, views=[aim + np.array([-back, 0.0, h])
+                                                       for h, back in ((0.25, 0.06), (0.3, 0.12), (0.22, 0.0))])
     speed = num(ctx.style.approach_speed_m_s)
-    yield Step(f"{why.format(plab=plab)} I'll move the hand above it and look down with the wrist camera, trying a "
-               "few viewpoints until one is reachable.",
-               [f"for view in ({options}):\n    r = go(view, downq(0.0), speed={speed})\n"
-                '    if r["success"]:\n        break\nprint("moved:", r["success"])'])
     found = look_and_click(ctx, flat, prefer=WRIST)
     back = f"r = go(home, downq(0.0), speed={speed})  # out of the head camera's view again"
     if found is None:
