@@ -431,7 +431,9 @@ class CompletionGate:
         measured = [r for r in log if r.index > release.index and r.name == "measure_object_geometry"
                     and r.result.get("success") and isinstance(r.result.get("value"), dict)
                     and _arg(r, 1, "destination_id") is not None]
-        measured = [r for r in measured if r not in self._stale(log, measured, release.index)]
+        if self.config.require_fresh_detections:
+            stale = self._stale(log, measured, release.index)
+            measured = [r for r in measured if r not in stale]
         inside: dict[tuple[str, str], int] = {}
         for r in measured:
             value = r.result["value"]
