@@ -57,6 +57,7 @@ goal_scene = _scene_fixture("libero_goal/1")
 object_scene = _scene_fixture("libero_object/0")
 pot_scene = _scene_fixture("libero_10/2")
 mug_scene = _scene_fixture("libero_10/6")
+two_mugs_scene = _scene_fixture("libero_10/4")
 
 
 def _observe(libero, tmp_path, obj: str, support: str):
@@ -100,14 +101,17 @@ def _click(api, perception, handle, mask: np.ndarray, label: str,
     return det, region, float((region & mask).sum() / (region | mask).sum())
 
 
-@pytest.mark.parametrize(("scene", "obj", "support", "min_iou"), [
-    ("goal_scene", BOWL, STOVE, 0.85),
-    ("goal_scene", CHEESE, BOWL, 0.6),
-    ("object_scene", SOUP, BASKET, 0.85),
-    ("pot_scene", "moka_pot_1", STOVE, 0.8),  # silver on black, joined at the plate's edge
-    ("mug_scene", "porcelain_mug_1", "plate_1", 0.8),  # white on white, joined by the plate's rim
+@pytest.mark.parametrize(("scene", "obj", "support", "min_iou", "support_iou"), [
+    ("goal_scene", BOWL, STOVE, 0.85, 0.7),
+    ("goal_scene", CHEESE, BOWL, 0.6, 0.7),
+    ("object_scene", SOUP, BASKET, 0.85, 0.7),
+    ("pot_scene", "moka_pot_1", STOVE, 0.8, 0.7),  # silver on black, joined at the plate's edge
+    ("mug_scene", "porcelain_mug_1", "plate_1", 0.8, 0.7),  # white on white, joined by the plate's rim
+    # the handle reaches over the plate's rim toward the head camera, so much of what shows
+    # of the plate lies inside the mug's outline in the image; the plate shows as thin bands
+    ("two_mugs_scene", "white_yellow_mug_1", "plate_2", 0.8, 0.6),
 ])
-def test_object_on_its_destination_is_its_own_region(request, tmp_path, scene, obj, support, min_iou):
+def test_object_on_its_destination_is_its_own_region(request, tmp_path, scene, obj, support, min_iou, support_iou):
     libero = request.getfixturevalue(scene)
     _driver, truth = libero
     api, perception, handle, seg = _observe(libero, tmp_path, obj, support)
@@ -116,7 +120,7 @@ def test_object_on_its_destination_is_its_own_region(request, tmp_path, scene, o
     o, o_region, o_iou = _click(api, perception, handle, obj_mask, obj)
     s, s_region, s_iou = _click(api, perception, handle, sup_mask, support, _away_from(sup_mask, obj_mask))
     assert o_iou > min_iou, f"{obj}: IoU {o_iou:.3f} with its true pixels"
-    assert s_iou > 0.7, f"{support}: IoU {s_iou:.3f} with its true pixels"
+    assert s_iou > support_iou, f"{support}: IoU {s_iou:.3f} with its true pixels"
     assert (o_region & s_region).sum() < 0.1 * o_region.sum()
     out = api.call("measure_object_geometry", (o, s)).result
     assert out["success"], out["message"]

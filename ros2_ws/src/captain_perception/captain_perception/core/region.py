@@ -110,6 +110,9 @@ class RegionParams:
         dish_rim_m: how far a dish's rim rises above its floor at most, metres.
         dish_body_min_height_m: a body standing on a dish is cut away whatever its colour
             only when it rises this far above the floor, metres.
+        dish_inside_max_share: ... and only when less than this share of the dish left
+            without it lies inside the body's outline in the image (a container's floor lies
+            wholly inside its wall's; a mug's handle reaches over part of a plate's rim).
         step_edge_m: a step between neighbours: their 3-D difference departs from the
             mean of the differences on either side of them by at least this, metres.
         step_colour_edge: a step cuts pieces apart only where the colours two pixels out on
@@ -159,6 +162,7 @@ class RegionParams:
     dish_max_height_m: float = 0.035
     dish_rim_m: float = 0.015
     dish_body_min_height_m: float = 0.06
+    dish_inside_max_share: float = 0.7
 
 
 @dataclass(frozen=True)

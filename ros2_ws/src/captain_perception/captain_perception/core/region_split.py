@@ -248,8 +248,8 @@ def _on_a_dish(support: np.ndarray, body: np.ndarray, z: np.ndarray, z_face: flo
     the body rises ``dish_body_min_height_m`` above the face (98th percentile; a support's
     own raised parts, such as the stove's knob stand, are lower), the ``support`` left
     without it rises at most ``dish_rim_m`` above the face (90th percentile of its heights)
-    and less than half of its pixels lie inside the body's outline (convex hull) in the
-    image."""
+    and less than ``dish_inside_max_share`` of its pixels lie inside the body's outline
+    (convex hull) in the image."""
     zb = z[body & np.isfinite(z)]
     if zb.size == 0 or float(np.percentile(zb, 98)) < z_face + p.dish_body_min_height_m:
         return False
@@ -259,7 +259,7 @@ def _on_a_dish(support: np.ndarray, body: np.ndarray, z: np.ndarray, z_face: flo
     yy, xx = np.nonzero(body)
     outline = np.zeros(body.shape, np.uint8)
     cv2.fillConvexPoly(outline, cv2.convexHull(np.stack([xx, yy], -1).astype(np.int32)), 1)
-    return float((support & (outline > 0)).sum()) < 0.5 * float(support.sum())
+    return float((support & (outline > 0)).sum()) < p.dish_inside_max_share * float(support.sum())
 
 
 def _tops_inside(face: np.ndarray, z_face: float, rest: np.ndarray, xs: np.ndarray, ys: np.ndarray,
