@@ -104,3 +104,24 @@ def test_pro_swap_and_shift_variants_load_by_name_and_state_their_moves():
         assert shifted[target][0] - base_positions[target][0] == pytest.approx(moves[target]["dx_m"], abs=0.05)
     finally:
         drv.shutdown()
+
+
+def test_a_shipped_state_that_parks_a_goal_object_off_the_table_cannot_be_built():
+    # LIBERO-PRO's libero_object_temp_y0.5 states put the basket 10 m to the side: no policy
+    # could succeed, so loading it is a start that cannot be built (the rollout counts it
+    # as such) rather than an episode. A distractor parked off the table (the milk in
+    # libero_object_temp_x0.5/0) leaves the task possible, and that start builds.
+    drv = LiberoDriver(task="libero_object_temp_y0.5/2", init_state=11)
+    try:
+        with pytest.raises(LayoutError, match=r"puts basket_1 at \[[^\]]*10\.\d+[^\]]*\] m .*cannot be built"):
+            drv.configure()
+    finally:
+        drv.shutdown()
+    drv = LiberoDriver(task="libero_object_temp_x0.5/0", init_state=11)
+    drv.configure()
+    try:
+        positions = _positions(drv)
+        assert max(abs(v) for v in positions["milk_1"][:2]) > 5.0  # parked, not named by the goal
+        assert drv.task_info().init_state == 11
+    finally:
+        drv.shutdown()

@@ -49,10 +49,11 @@ from captain_backends.core.libero.config import LiberoConfig
 from captain_backends.core.libero.contacts import ContactReading
 from captain_backends.core.libero.control import clip_joint_command
 from captain_backends.core.libero.environment import apply_flat_state
-from captain_backends.core.libero.errors import LiberoError
+from captain_backends.core.libero.errors import LayoutError, LiberoError
 from captain_backends.core.libero.goals import (
     active_goal,
     evaluate_goals,
+    goal_entities,
     goal_roles,
     goal_terms,
     goal_text,
@@ -63,6 +64,11 @@ from captain_backends.core.libero.perturbation import draw_wide_start, perturbat
 from captain_backends.core.libero.robot_model import ARM_JOINT_NAMES, pose_matrix
 from captain_backends.core.libero.scene import LiberoScene
 from captain_backends.core.snapshot import ObjectPose, SimSnapshot
+
+#: Where every object a goal names must lie after a start is loaded: the default workspace
+#: box of the motion layer (``MotionConfig.workspace_min_m`` / ``workspace_max_m``), base
+#: frame, metres (lower corner, upper corner).
+START_BOX_BASE_M = ((-0.3, -0.8, -0.35), (1.0, 0.8, 1.2))
 
 
 class LiberoDriver(SimulatedDriver):
@@ -372,6 +378,7 @@ class LiberoDriver(SimulatedDriver):
             apply_flat_state(s.model, s.data, state_vec)
             settle_s = self.config.settle_s
             self._hold_for(settle_s)
+            self._require_goal_objects_in_reach(index)
             extra.update(layout="official")
         axes, record = perturbation_record(s.task, used_seed, extra["layout"], index, applied, wide)
         extra.update(perturb_axes=axes, perturbation=record)
@@ -389,6 +396,22 @@ class LiberoDriver(SimulatedDriver):
             task_id=s.task.task_id, instruction=s.task.instruction, suite=s.task.suite, init_state=index,
             goals=tuple(goal_text(t) for t in goal_terms(s.domain)), objects=s.entity_names, extra=extra)
         return self._task_info
+
+    def _require_goal_objects_in_reach(self, index: int) -> None:
+        """Refuse a start that puts an object the goal names outside ``START_BOX_BASE_M``
+        (some LIBERO-PRO states park the basket metres off the table): no policy could
+        succeed from it, so it is a start that cannot be built, not an episode."""
+        s = self.scene
+        bodies = dict(zip(s.entity_names, s.entity_bodies, strict=True))
+        lo, hi = (np.asarray(c, dtype=float) for c in START_BOX_BASE_M)
+        off = []
+        for name in goal_entities(goal_terms(s.domain), s.entity_names):
+            p = (s.T_base_world @ np.append(s.data.xpos[bodies[name]], 1.0))[:3]
+            if np.any(p < lo) or np.any(p > hi):
+                off.append(f"{name} at {np.round(p, 2).tolist()} m")
+        if off:
+            raise LayoutError(f"{s.task.task_id} initial state {index} puts {', '.join(off)} (base frame) outside "
+                              f"the robot's workspace box {list(START_BOX_BASE_M)}: this start cannot be built")
 
     # ------------------------------------------------------------- host-only API
     def task_info(self) -> TaskInfo:

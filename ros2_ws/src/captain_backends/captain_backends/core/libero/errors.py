@@ -22,4 +22,6 @@ class InvalidInitStateError(LiberoError):
 
 
 class LayoutError(LiberoError):
-    """No collision-free random layout was found within the attempt budget."""
+    """No collision-free random layout was found within the attempt budget, or a start
+    puts an object the goal names out of the robot's reach (a state the benchmark ships
+    with the object parked metres off the table): that start cannot be built."""

@@ -147,3 +147,16 @@ def table_regions(domain: Any, T_base_world: np.ndarray) -> dict[str, dict[str, 
                          "half_xy_m": [round(float(v), 3) for v in half],
                          "yaw_rad": round(float(np.arctan2(axis[1], axis[0])), 3)}
     return out
+
+
+def goal_entities(terms: tuple[tuple[str, ...], ...], entity_names: tuple[str, ...] | list[str]) -> list[str]:
+    """The scene entities the goal names: each argument that is an entity, or the entity
+    whose region it is (``basket_1_contain_region`` -> ``basket_1``), in order, once each."""
+    names = sorted(entity_names, key=len, reverse=True)
+    out: list[str] = []
+    for term in terms:
+        for arg in term[1:]:
+            owner = arg if arg in entity_names else next((n for n in names if arg.startswith(n + "_")), None)
+            if owner is not None and owner not in out:
+                out.append(owner)
+    return out
