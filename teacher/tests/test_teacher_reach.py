@@ -2,7 +2,9 @@
 ``descent: joint_limit`` or ``descent: ik_failed`` when the preview refused the approach or
 the descent), the next attempt turns the jaws well away from the failed ones. The opposite
 side of a rim has the same jaws, so the retry order by room alone could try the same wrist
-turn again (libero_goal/3 state 13: jaws along x at both the far and the near side)."""
+turn again (libero_goal/3 state 13: jaws along x at both the far and the near side). After
+a centred grasp the arm could not reach, the retry tips the hand outward (the episode that
+shows it reaching a can top-down cannot is in ``tests/e2e/test_teacher_episodes.py``)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,15 @@ from types import SimpleNamespace
 import numpy as np
 
 from captain_backends.core.snapshot import ObjectPose, SimSnapshot
+from captain_harness.core.geometry import quat_to_matrix
 from captain_teacher.objects import grasp_for
-from captain_teacher.planners.grasping import UNREACHABLE_JAW_TURN_RAD, choose_grasp, wrap_jaw
+from captain_teacher.planners.grasping import (
+    REACH_TILT_RAD,
+    UNREACHABLE_JAW_TURN_RAD,
+    choose_grasp,
+    tipped_quat,
+    wrap_jaw,
+)
 from captain_teacher.planners.pick_place import UNREACHABLE_DESCENT
 from captain_teacher.scene import SceneView
 
@@ -21,12 +30,17 @@ T_WORLD_BASE = np.array([[1.0, 0, 0, -0.66], [0, 1.0, 0, 0.0], [0, 0, 1.0, 0.912
 BOWL = "akita_black_bowl_1"
 
 
+#: A can near the far edge of the arm's reach (base x 0.84 m, y -0.24 m).
+CAN = "alphabet_soup_1"
+
+
 def _ctx(unreachable: list[float] | None = None) -> SimpleNamespace:
     poses = {BOWL: ObjectPose((-0.06, 0.24, 0.8984), (1.0, 0.0, 0.0, 0.0)),
-             "plate_1": ObjectPose((-0.16, 0.05, 0.9025), (1.0, 0.0, 0.0, 0.0))}
+             "plate_1": ObjectPose((-0.16, 0.05, 0.9025), (1.0, 0.0, 0.0, 0.0)),
+             CAN: ObjectPose((0.18, -0.24, 0.912), (1.0, 0.0, 0.0, 0.0))}
     snap = SimSnapshot(0.0, (-0.2, 0.0, 1.17), 1.0, poses, dict(poses), (), "", "", None)
     return SimpleNamespace(scene=SceneView(snap, T_WORLD_BASE), rng=np.random.default_rng(0),
-                           unreachable_jaws={BOWL: unreachable} if unreachable else {})
+                           unreachable_jaws={BOWL: unreachable} if unreachable else {}, out_of_reach=set())
 
 
 def test_a_retry_after_an_unreachable_grasp_turns_the_jaws_away() -> None:
@@ -49,3 +63,27 @@ def test_the_failed_descent_is_read_from_the_grasp_cells_own_print() -> None:
                                 ("contact", False)):
         text = f"go: preview refused: {reason} - ...\ndescent: {reason}\nheld: False"
         assert bool(UNREACHABLE_DESCENT.search(text)) is unreachable
+
+
+def test_a_retry_after_an_unreachable_centred_grasp_tips_the_hand_outward() -> None:
+    spec = grasp_for(CAN)  # a centred grasp
+    assert spec.style != "rim"
+    ctx = _ctx()
+    assert choose_grasp(ctx, CAN, spec, 1).tilt_rad == 0.0
+    ctx.out_of_reach.add(CAN)
+    assert choose_grasp(ctx, CAN, spec, 0).tilt_rad == 0.0  # only a retry tips
+    g = choose_grasp(ctx, CAN, spec, 1)
+    centre = ctx.scene.box(CAN).center_m
+    heading = math.atan2(centre[1], centre[0])
+    assert g.tilt_rad == REACH_TILT_RAD and g.jaw_yaw == heading and "out of the arm's reach" in g.note
+
+
+def test_a_tipped_hand_keeps_its_fingers_level_and_leans_outward() -> None:
+    for heading in (0.0, 0.6, -1.2):
+        for tilt in (0.3, REACH_TILT_RAD):
+            R = quat_to_matrix(tipped_quat(heading, tilt))
+            outward = np.array([math.cos(heading), math.sin(heading), 0.0])
+            closing, approach = R[:, 0], R[:, 2]  # the jaws close along the tool's x axis
+            assert abs(closing[2]) < 1e-9 and abs(float(closing @ outward)) < 1e-9  # level, across the reach
+            assert math.isclose(math.acos(-approach[2]), tilt, abs_tol=1e-9)  # tipped from straight down
+            assert float(approach @ outward) > 0.0  # fingertips outward, the wrist nearer the robot

@@ -32,10 +32,29 @@ from captain_teacher.planners.destinations import Destination
 UNREACHABLE_JAW_TURN_RAD = math.radians(45.0)
 
 
+#: How far the hand tips outward from top-down for an object a top-down grasp cannot reach,
+#: rad: the wrist then stays nearer the robot.
+REACH_TILT_RAD = math.radians(35.0)
+
+
 def quat_for_jaw(jaw_yaw: float) -> np.ndarray:
     """The quaternion ``downq(jaw_yaw)`` evaluates to."""
     a = math.pi / 4 + jaw_yaw / 2
     return np.array([0.0, math.cos(a), math.sin(a), 0.0])
+
+
+def tipped_quat(heading: float, tilt: float) -> np.ndarray:
+    """A grasp quaternion (w, x, y, z) with the jaws closing across the direction
+    ``heading`` (rad about base z, from the robot toward the object) and the hand tipped
+    ``tilt`` rad from top-down about that closing axis, fingertips outward: the fingers
+    stay level with each other and the wrist stays nearer the robot."""
+    q0 = quat_for_jaw(heading)
+    half = -0.5 * tilt
+    k = np.array([-math.sin(heading), math.cos(heading), 0.0]) * math.sin(half)
+    w1, x1, y1, z1 = math.cos(half), *k
+    w2, x2, y2, z2 = q0
+    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
 
 
 @dataclass
@@ -53,6 +72,8 @@ class Grasp:
     note: str = ""
     #: the code defines ``square`` (the measured yaw folded into a quarter turn) first
     square_from_measurement: bool = False
+    #: tipped this far outward from top-down (``tipped_quat``), rad; 0: top-down
+    tilt_rad: float = 0.0
 
 
 def _center_grasp(ctx: TeacherContext, obj: str, spec: GraspSpec, attempt: int) -> Grasp:
@@ -142,6 +163,14 @@ def choose_grasp(ctx: TeacherContext, obj: str, spec: GraspSpec, attempt: int,
     good ones (another on a retry); for centred grasps the jaws across the narrow side
     of the measured footprint."""
     scene = ctx.scene
+    if attempt and obj in ctx.out_of_reach and spec.style != "rim":
+        # a top-down grasp was out of reach: the jaws close across the reach direction and
+        # the hand tips outward about them
+        heading = math.atan2(float(scene.box(obj).center_m[1]), float(scene.box(obj).center_m[0]))
+        depth = max(0.006, spec.depth_below_top_m - 0.008 * attempt)
+        return Grasp(None, num(heading, 3), heading, depth, 0.0, tilt_rad=REACH_TILT_RAD,
+                     note=f", the hand tipped {round(math.degrees(REACH_TILT_RAD))}° outward (top-down it is out of "
+                          "the arm's reach)")
     if spec.style == "body":
         jaw = wrap_jaw(scene.yaw(obj) - math.pi / 2)
         return Grasp(None, num(jaw), jaw, spec.depth_below_top_m, 0.0,
@@ -212,7 +241,11 @@ def grasp_step(ctx: TeacherContext, obj: str, dest: Destination | None, spec: Gr
     st = ctx.style
     descend = num(spec.descend_speed_m_s * st.descend_speed_scale)
     olab = label_of(obj)
-    lines = [f"q = downq({grasp.jaw_code})", 'grasp = np.array(o["center_m"], dtype=float)']
+    q_line = f"q = downq({grasp.jaw_code})"
+    if grasp.tilt_rad:
+        q_line = (f"q = {vec(tipped_quat(float(grasp.jaw_yaw or 0.0), grasp.tilt_rad), 4)}  # tipped "
+                  f"{round(math.degrees(grasp.tilt_rad))}° outward, the jaws across the reach direction")
+    lines = [q_line, 'grasp = np.array(o["center_m"], dtype=float)']
     if grasp.square_from_measurement:
         lines.insert(0, 'square = (o["yaw_rad"] + math.pi / 4) % (math.pi / 2) - math.pi / 4  # jaws square to '
                         "its sides")
@@ -265,7 +298,7 @@ def grasp_step(ctx: TeacherContext, obj: str, dest: Destination | None, spec: Gr
         EXPECTED_RADIUS_M.get(spec.kind, 0.05) - grasp.inset_m)
     ctx.last_grasp_xy = box.center_m[:2] + side_xy
     yaw = grasp.jaw_yaw if grasp.jaw_yaw is not None else 0.0
-    ctx.tcp_quaternion = quat_for_jaw(yaw)
+    ctx.tcp_quaternion = tipped_quat(yaw, grasp.tilt_rad) if grasp.tilt_rad else quat_for_jaw(yaw)
     if mistake == "fast_descent" and attempt == 0:
         ctx.mistake_done = True
         meta = {"injected_mistake": mistake, "nosup_reason": "injected_mistake"}
@@ -291,7 +324,8 @@ def grasp_step(ctx: TeacherContext, obj: str, dest: Destination | None, spec: Gr
         lines.append('if val(c, "held"):\n' + "\n".join("    " + line for line in lift.splitlines()))
     again = " again, with a changed grasp" if attempt else ""
     where = f"{num(depth * 100, 1)} cm below the measured top" if depth > 0 else "at the height of its measured top"
-    reasoning = (f"Now the grasp{again}: top-down on {what}, {where}. "
+    how = "" if grasp.tilt_rad else "top-down "  # a tipped grasp says so in its note
+    reasoning = (f"Now the grasp{again}: {how}on {what}, {where}. "
                  "Hover first, descend slowly, close, and lift in manipulation mode if it holds.")
     return Step(reasoning, ["\n".join(lines)], meta=meta)
 

@@ -92,8 +92,11 @@ def grasp_carry_release(ctx: TeacherContext, obj: str, dest: Destination, spec: 
             return
         grasp = choose_grasp(ctx, obj, spec, attempt, dest)
         fb = yield grasp_step(ctx, obj, dest, spec, grasp, ov, attempt)
-        if grasp.side is not None and grasp.jaw_yaw is not None and UNREACHABLE_DESCENT.search(fb.text):
-            ctx.unreachable_jaws.setdefault(obj, []).append(float(grasp.jaw_yaw))
+        if UNREACHABLE_DESCENT.search(fb.text):
+            if grasp.side is not None and grasp.jaw_yaw is not None:
+                ctx.unreachable_jaws.setdefault(obj, []).append(float(grasp.jaw_yaw))
+            elif not grasp.tilt_rad:
+                ctx.out_of_reach.add(obj)
         if fb.values.get("held") is True and ctx.held(obj):
             break
         if ctx.failure_done:  # an injected failure: carry on as if the grasp held
