@@ -72,6 +72,8 @@ PART_BOXES: dict[str, tuple[tuple[tuple[float, float, float], tuple[float, float
 BODY_CLICK_KINDS: dict[str, float] = {"moka_pot": 0.03}
 #: Kinds whose inside a click should avoid.
 HOLLOW_KINDS = frozenset({"bowl", "ramekin", "mug", "basket"})
+#: Fixtures open at the top: what lies in them hides behind their walls only (``occluders``).
+OPEN_TOP_KINDS = frozenset({"caddy"})
 #: The wrist camera's name.
 WRIST_CAMERA = "robot0_eye_in_hand"
 #: The wrist camera is fixed to the hand, and the fingers and the hand fill its image below
@@ -258,14 +260,15 @@ class SceneView:
         return Box(self.ee_m + np.array([0.0, 0.0, 0.06]), np.array([0.05, 0.06, 0.08]), 0.0)
 
     def occluders(self, exclude: Iterable[str]) -> list[Box]:
-        """Boxes that may hide something: every other object (hollow ones as their walls
-        and floor, so what is inside them stays visible from above), and the hand."""
+        """Boxes that may hide something: every other object (hollow ones and fixtures open
+        at the top as their walls and floor, so what is inside them stays visible from
+        above), and the hand."""
         skip = set(exclude)
         out: list[Box] = []
         for n in self.names():
             if n in skip:
                 continue
-            if kind_of(n) in HOLLOW_KINDS:
+            if kind_of(n) in HOLLOW_KINDS or kind_of(n) in OPEN_TOP_KINDS:
                 out.extend(open_box(self.box(n)))
             elif kind_of(n) in PART_BOXES:
                 out.extend(self.part_boxes(n))

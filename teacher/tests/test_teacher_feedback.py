@@ -46,3 +46,24 @@ def test_timed_out_cells_count_as_failed() -> None:
     text = format_cell_output(5, 120.0, "partial", [], timed_out=True, timeout_s=120.0)
     messages = [{"role": "assistant", "content": "", "tool_calls": [{"id": "t"}]}, _tool("t", text)]
     assert last_cells(messages)[0].failed
+
+
+def test_the_relation_one_region_for_both_is_read_from_the_failed_measurement() -> None:
+    # the verifying cell measures each relation in turn; the second pair is one region of the
+    # head image, and the traceback names the call (the look from above then goes to its plate)
+    from captain_teacher.planners.verify import one_region_object
+
+    stdout = "white mug -> plate: 0.0103 True"
+    error = ("Traceback (most recent call last):\n"
+             '  File "<cell 13>", line 12, in <module>\n'
+             '    fin2 = need(robot.measure_object_geometry(ymug_f, plate_f2), "measure")\n'
+             "RuntimeError: measure failed: invalid_argument: det_13 and det_12 are the same region of "
+             "agentview (6168 of 6168 pixels shared), so their offset would mean nothing")
+    receipts = ["measure_object_geometry: ok; object=det_11 destination=det_10 xy_distance_m=0.01025",
+                "measure_object_geometry: FAILED invalid_argument"]
+    text = format_cell_output(13, 0.2, stdout, receipts, error=error)
+    messages = [{"role": "assistant", "content": "", "tool_calls": [{"id": "a"}]}, _tool("a", text)]
+    assert one_region_object(Feedback(14, None, last_cells(messages))) == "ymug_f"
+    ok = format_cell_output(13, 0.2, stdout, receipts[:1])
+    messages = [{"role": "assistant", "content": "", "tool_calls": [{"id": "a"}]}, _tool("a", ok)]
+    assert one_region_object(Feedback(14, None, last_cells(messages))) == ""

@@ -161,26 +161,29 @@ def test_an_injected_mistake_is_recovered_from_and_flagged(tmp_path: Path) -> No
 
 
 def test_a_finish_against_the_teachers_own_measurement_is_not_trained_on(tmp_path: Path) -> None:
-    # the white mug on the plate and the pudding beside it (host success): mug and plate are
-    # the same white and the mug hides most of the plate, so the click on the mug marks a
-    # region far wider than the mug and the measurement does not show it resting on the
-    # plate; the teacher's own check fails, it finishes anyway (it knows from the host), the
-    # gate accepts the third call, and every finish after the failed check is left unsupervised
-    outcome = run_episode("libero_10/6", policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=11)
+    # two mugs, each onto its own plate (host success): the yellow and white mug hides most
+    # of its plate, which shows only as a thin band beside it, so the measured offset is
+    # centimetres off; the teacher's own check fails, it finishes anyway (it knows from the
+    # host), the gate accepts the third call, and every finish that follows a failed check
+    # or a rejection is left unsupervised
+    outcome = run_episode("libero_10/4", policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=16)
     assert outcome.outcome == "strict_success", outcome.end_reason
     events = _events(outcome)
     rows = [json.loads(x) for x in (Path(outcome.record_dir) / "rows.jsonl").read_text().splitlines()]
     assert len(rows) == len(events)
-    failed_check = rejected = False
+    last_check: bool | None = None
+    rejected = False
     expected = []
     for e in events:
         code = "\n".join(c["code"] for c in e["cells"])
         output = "\n".join(c["output"] for c in e["cells"])
         only_finish = code.lstrip().startswith("f = robot.finish(")
-        expected.append(only_finish and (failed_check or rejected))
-        failed_check |= "within tolerance: False" in output
+        expected.append(only_finish and (last_check is not True or rejected))
+        checks = re.findall(r"^within tolerance: (True|False)$", output, flags=re.M)
+        if checks:
+            last_check = checks[-1] == "True"
         rejected |= "finish() rejected" in output
-    assert (failed_check or rejected) and any(expected), "this episode's check no longer fails: pick another"
+    assert last_check is False and any(expected), "this episode's check no longer fails: pick another"
     marked = [r["meta"].get("nosup_reason") == "finish_against_evidence" for r in rows]
     assert marked == expected
     assert all(r["meta"].get("nosup_reason") is None for r, m in zip(rows, marked, strict=True) if not m)
@@ -245,13 +248,14 @@ def test_the_head_camera_tells_the_bottle_from_the_rack_it_leans_on(tmp_path: Pa
 
 
 def test_a_look_from_above_follows_a_head_check_that_saw_one_region(tmp_path: Path) -> None:
-    # with this style the bowl comes to rest where the head camera sees it and the plate as
-    # one region: measure_object_geometry refuses the pair, and the teacher looks again from
-    # above with the wrist camera before it finishes. There the bowl touches the plate's rim
-    # and the pair is one region too, so the teacher finishes against the evidence, and
-    # those requests are marked not to be trained on
-    outcome = run_episode("libero_spatial/2", policy=TeacherPolicy(seed=1464403378), out_dir=tmp_path,
-                          init_state=14)
+    # with this style the book comes to rest in the caddy's back compartment where the head
+    # camera sees it and the caddy as one region: measure_object_geometry refuses the pair,
+    # and the teacher looks again from above with the wrist camera, which tells them apart;
+    # the gate accepts the finish on that measurement. The teacher's own check of the
+    # compartment's inside is stricter than the gate's and fails, so the finish that
+    # follows it is marked not to be trained on
+    outcome = run_episode("libero_10/5", policy=TeacherPolicy(seed=1327174081), out_dir=tmp_path,
+                          init_state=15)
     assert outcome.outcome == "strict_success", outcome.end_reason
     events = _events(outcome)
     relook = [i for i, e in enumerate(events) if "could not tell an object from its destination" in e["reasoning"]]
@@ -260,11 +264,29 @@ def test_a_look_from_above_follows_a_head_check_that_saw_one_region(tmp_path: Pa
     assert "are the same region of agentview" in before
     check = next(e for e in events[relook[0] + 1:] if any("measure_object_geometry(" in c["code"] for c in e["cells"]))
     code = "\n".join(c["code"] for c in check["cells"])
+    output = "\n".join(c["output"] for c in check["cells"])
     assert '"robot0_eye_in_hand"' in code and '"agentview"' not in code  # the check is made from above
-    # the requests that call finish() outright (the check's own cell calls it only if ok)
+    assert "are the same region of" not in output and "measure_object_geometry: ok" in output
+    assert outcome.gate_accepted_on_evidence and outcome.gate_rejections == 0
+    within = re.findall(r"^within tolerance: (True|False)$", output, flags=re.M)
     finishes = [e for e in events[relook[0] + 1:] if any(c["code"].startswith("f = robot.finish(") for c in e["cells"])]
-    assert finishes and not outcome.gate_accepted_on_evidence
-    assert all((e.get("meta") or {}).get("nosup_reason") == "finish_against_evidence" for e in finishes)
+    marked = [(e.get("meta") or {}).get("nosup_reason") == "finish_against_evidence" for e in finishes]
+    assert within and finishes and all(m == (within[-1] == "False") for m in marked)
+
+
+def test_a_grasp_out_of_reach_top_down_is_retried_with_the_hand_tipped(tmp_path: Path) -> None:
+    # LIBERO-PRO's shifted layout puts the soup can 0.88 m from the base: no inverse
+    # kinematics reaches it top-down (the cell prints "descent: ik_failed"), and the retry
+    # tips the hand 35 degrees outward about the jaws, which reaches it
+    outcome = run_episode("libero_object_temp_x0.5/0", policy=TeacherPolicy(seed=1827856655), out_dir=tmp_path,
+                          init_state=11)
+    assert outcome.outcome == "strict_success", outcome.end_reason
+    cells = [c for e in _events(outcome) for c in e["cells"]]
+    grasps = [c for c in cells if 'c = robot.move_to(gripper="close")' in c["code"]]
+    assert "descent: ik_failed" in grasps[0]["output"] and "q = downq(" in grasps[0]["code"]
+    tipped = next(c for c in grasps if "tipped 35° outward" in c["code"])
+    assert "held: True" in tipped["output"] and "descent: ik_failed" not in tipped["output"]
+    assert outcome.gate_accepted_on_evidence
 
 
 @pytest.mark.parametrize(("failure", "state"), [("perturbed_grasp", 11), ("perturbed_place", 12)])

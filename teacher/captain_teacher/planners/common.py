@@ -81,6 +81,12 @@ def pixels(ctx: TeacherContext, targets: Sequence[Target], prefer: str = HEAD
     return None
 
 
+def seen_by(ctx: TeacherContext, targets: Sequence[Target], camera: str) -> bool:
+    """Whether ``camera`` sees every target from the current pose."""
+    found = pixels(ctx, targets, camera)
+    return found is not None and found[0] == camera
+
+
 def look_and_click(ctx: TeacherContext, targets: Sequence[Target], prefer: str = HEAD,
                    observe_first: bool = True) -> tuple[str, list[str]] | None:
     """Source lines that observe (optionally) and click every target; also returns the
@@ -94,6 +100,30 @@ def look_and_click(ctx: TeacherContext, targets: Sequence[Target], prefer: str =
     for t in targets:
         lines.append(cells.mark(t.var, camera, picks[t.var], t.label, t.granularity))
     return camera, lines
+
+
+def look_and_click_each(ctx: TeacherContext, groups: Sequence[Sequence[Target]], prefer: Sequence[str]
+                        ) -> list[str] | None:
+    """Source lines that observe once and click each group of targets in the camera that
+    sees the whole group, trying ``prefer[i]`` first for group ``i`` (a target two groups
+    share is clicked once). None when some group is seen whole by no camera from here."""
+    chosen: list[tuple[str, list[Target], dict[str, tuple[float, float]]]] = []
+    done: set[str] = set()
+    for group, first in zip(groups, prefer, strict=True):
+        todo = [t for t in group if t.var not in done]
+        if not todo:
+            continue
+        found = pixels(ctx, todo, first)
+        if found is None:
+            return None
+        chosen.append((found[0], todo, found[1]))
+        done |= {t.var for t in todo}
+    used = {camera for camera, _, _ in chosen}
+    attach = [c for c in (HEAD, WRIST) if c in used or (ctx.style.attach_wrist and c == WRIST)]
+    lines = [cells.observe(attach=attach, print_tcp=True)]
+    for camera, todo, picks in chosen:
+        lines += [cells.mark(t.var, camera, picks[t.var], t.label, t.granularity) for t in todo]
+    return lines
 
 
 def view_pose_above(ctx: TeacherContext, name: str, height_m: float = 0.22, back_m: float = 0.06) -> np.ndarray:

@@ -38,6 +38,7 @@ from captain_teacher.planners.verify import (
     finish_step,
     measure_before_shutting,
     measured_within,
+    one_region_object,
     verify_and_finish,
 )
 
@@ -150,9 +151,9 @@ def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
         done_any = True
     fixes = 0
     finishes = 0
-    from_above = ""
+    from_above = one_region = ""
     while True:
-        fb = yield from verify_and_finish(ctx, relations, parts, held, from_above=from_above)
+        fb = yield from verify_and_finish(ctx, relations, parts, held, from_above=from_above, one_region=one_region)
         # still here: finish() was not called, or it was rejected
         if all_goals_met(ctx) or ctx.failure_done:  # an injected failure goes unnoticed
             within = measured_within(fb)
@@ -162,6 +163,7 @@ def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
                 # above, the wrist camera sees the object's top clear of what it stands on
                 from_above = ("The head camera's image could not tell an object from its destination (one "
                               "region for both), so that look measured nothing.")
+                one_region = one_region_object(fb)
                 continue
             rejected = fb is not None and "finish() rejected" in fb.text
             while finishes < 3:

@@ -14,7 +14,15 @@ from captain_teacher.cells import num
 from captain_teacher.context import HEAD, WRIST, Step, TeacherContext
 from captain_teacher.feedback import Feedback
 from captain_teacher.objects import kind_of, label_of
-from captain_teacher.planners.common import Plan, Target, look_and_click, short_name, target
+from captain_teacher.planners.common import (
+    Plan,
+    Target,
+    look_and_click,
+    look_and_click_each,
+    seen_by,
+    short_name,
+    target,
+)
 from captain_teacher.planners.destinations import Destination
 from captain_teacher.planners.evidence import part_evidence, relation_check
 from captain_teacher.planners.measuring import move_to_view
@@ -67,15 +75,24 @@ def _relation_targets(ctx: TeacherContext, relations: Sequence[Relation], suffix
             dv_f = dest_vars[rel.dest.click] = _unique(dv + suffix, used)
         # a region's fixture (the stove, the basket) is clicked where the object does not hide
         # it: a click on its middle lands on the object resting there, and both clicks then
-        # mark one region
+        # mark one region. A plate is clicked near its rim beside the object's body (a mug
+        # hides all but a band of it), whatever the object's box hides (the box holds more
+        # than the object: a mug's handle)
+        away = (_away_points(ctx, rel.dest.click, rel.obj, AWAY_M[rel.dest.region])
+                if rel.dest.region or kind_of(rel.dest.click) == "plate" else None)
         ignore = () if rel.dest.region else (rel.obj,)
-        groups.append([target(dv_f, rel.dest.click, ignore=ignore,
-                              points=_away_points(ctx, rel.dest.click, rel.obj) if rel.dest.region else None),
+        groups.append([target(dv_f, rel.dest.click, ignore=ignore, points=away),
                        target(ov, rel.obj, points=_high_wall_points(ctx, rel.obj),
                               ignore=(rel.dest.click,) if kind_of(rel.dest.click) in OPEN_FRAMES else ())])
         pairs.append((ov, dv_f, rel))
     return groups, pairs
 
+
+#: How far beyond the object's footprint a click on its destination lands (m): a region's
+#: fixture (True), an object it stands on (False, a plate's rim beside a mug).
+AWAY_M = {True: 0.04, False: 0.005}
+#: Where on a plate's radius a click beside the object on it goes (inside the raised rim).
+PLATE_RIM_FRACTION = 0.88
 
 #: The session variable of the check made before shutting a part (``measure_before_shutting``).
 SHUT_CHECK_VAR = "shut_ok"
@@ -131,6 +148,18 @@ def measure_before_shutting(ctx: TeacherContext, relations: Sequence[Relation], 
 
 #: What ``measure_object_geometry`` says when an object and its destination are one region.
 SAME_REGION = "are the same region of"
+_FAILED_MEASURE_RE = re.compile(r"^Traceback.*?measure_object_geometry\((\w+), \w+\)", re.MULTILINE | re.DOTALL)
+
+
+def one_region_object(fb: Feedback | None) -> str:
+    """The session variable of the object whose measurement against its destination failed
+    in the cell ``fb`` reports (the call in its traceback); empty when none did."""
+    if fb is None or SAME_REGION not in fb.text:
+        return ""
+    m = _FAILED_MEASURE_RE.search(fb.text)
+    return m.group(1) if m else ""
+
+
 _SHUT_RE = re.compile(r"^inside before shutting: (True|False)$", re.MULTILINE)
 
 
@@ -145,7 +174,7 @@ def _shut_check_printed(ctx: TeacherContext, fb: Feedback | None, relations: Seq
 
 
 def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], parts: Sequence[tuple[str, str]],
-                      held: Sequence[str] = (), from_above: str = "") -> Plan:
+                      held: Sequence[str] = (), from_above: str = "", one_region: str = "") -> Plan:
     """Observe, measure every goal (``planners.evidence``), print the numbers and whether
     they meet the goals (``within tolerance: True|False``, computed in the session from
     those measurements); finish when they do.
@@ -154,9 +183,12 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], parts:
         relations: relation goals, in order.
         parts: articulated goals as ``(op, name)`` (``("open", "wooden_cabinet_1_middle_region")``).
         held: objects that must end lifted in the hand, checked by the gripper's ``held`` flag.
-        from_above: when set (the reason, one sentence), look from above the first relation's
+        from_above: when set (the reason, one sentence), look from above a relation's
             destination with the wrist camera first (the head camera's look could not
-            measure a relation: the object and its destination segmented as one region).
+            measure it: the object and its destination segmented as one region); that
+            relation is clicked in the wrist image, the others where the head camera sees them.
+        one_region: the session variable of that relation's object (``one_region_object``);
+            empty: the first relation.
 
     A goal that cannot be measured (no camera sees it, nothing recorded its motion) is
     named in the reasoning; the cell then prints no verdict and is not trained on
@@ -175,12 +207,18 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], parts:
     if flat:
         found = None
         if from_above and relations:
-            yield from move_to_view(ctx, relations[0].dest.click, why=from_above)
-            found = look_and_click(ctx, flat, prefer=WRIST)
+            look = next((i for i, (ov, _, _) in enumerate(pairs) if ov == one_region), 0)
+            yield from move_to_view(ctx, relations[look].dest.click, why=from_above)
+            each = look_and_click_each(ctx, groups, [WRIST if i == look else HEAD for i in range(len(groups))])
+            found = (WRIST, each) if each is not None else None
         found = found or look_and_click(ctx, flat, prefer=HEAD)
         if found is None and relations and not from_above:
-            yield from move_to_view(ctx, relations[0].dest.click)
-            found = look_and_click(ctx, flat, prefer=WRIST) or look_and_click(ctx, flat, prefer=HEAD)
+            # from above the first relation the head camera does not see
+            look = next((i for i, g in enumerate(groups[:len(pairs)]) if not seen_by(ctx, g, HEAD)), 0)
+            yield from move_to_view(ctx, relations[look].dest.click)
+            each = look_and_click_each(ctx, groups, [WRIST if i == look else HEAD for i in range(len(groups))])
+            found = ((WRIST, each) if each is not None else
+                     look_and_click(ctx, flat, prefer=WRIST) or look_and_click(ctx, flat, prefer=HEAD))
         if found is not None:
             lines = found[1]
             clicked = {t.var for t in flat}
@@ -284,10 +322,19 @@ def _away_points(ctx: TeacherContext, fixture: str, obj: str, clearance_m: float
         pts[:, 2] = box.bottom_z_m
         clearance_m = min(clearance_m, STOVE_CLEARANCE_M)
         top = np.ones(len(pts), bool)
+    elif kind_of(fixture) == "plate":
+        # a ring near the rim: a mug on the plate hides all but a band of it, and the
+        # mug's box holds its handle, which reaches over that band (so: its body's radius)
+        angles = np.radians(np.arange(0.0, 360.0, 10.0))
+        radius = PLATE_RIM_FRACTION * float(min(fbox.half_m[:2]))
+        pts = np.array([[fbox.center_m[0] + radius * np.cos(a), fbox.center_m[1] + radius * np.sin(a),
+                         fbox.top_z_m - 0.004] for a in angles])
+        top = np.ones(len(pts), bool)
     else:
         pts = ctx.scene.click_candidates(fixture, camera)
         top = pts[:, 2] >= fbox.top_z_m - 0.01  # its top: the face the region lies on
-    far = np.linalg.norm(pts[:, :2] - box.center_m[:2], axis=1) > float(max(box.half_m[:2])) + clearance_m
+    reach = min(box.half_m[:2]) if kind_of(fixture) == "plate" else max(box.half_m[:2])
+    far = np.linalg.norm(pts[:, :2] - box.center_m[:2], axis=1) > float(reach) + clearance_m
     if (far & top).any():
         far &= top
     return pts[far] if far.any() else None
