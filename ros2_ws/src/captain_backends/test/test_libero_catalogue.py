@@ -66,6 +66,9 @@ def test_unknown_suites_tasks_and_states_name_the_valid_choices():
         catalogue.init_state("libero_goal/1", 50)
     with pytest.raises(InvalidInitStateError):
         catalogue.init_state("libero_goal/1", -1)
+    # LIBERO-PRO ships this shift variant's initial-states file empty
+    with pytest.raises(InvalidInitStateError, match="holds no states"):
+        catalogue.init_state("libero_object_temp_y0.5/1", 11)
     unavailable = catalogue.unavailable_suites()
     if unavailable:
         name = next(iter(unavailable))

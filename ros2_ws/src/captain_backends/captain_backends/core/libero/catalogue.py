@@ -226,6 +226,9 @@ def init_state(task: LiberoTask | str, index: int) -> np.ndarray:
     states = load_init_states(task)
     if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < len(states):
         name = task if isinstance(task, str) else task.task_id
+        if not len(states):
+            raise InvalidInitStateError(f"init_state {index!r} does not exist for {name}: its initial-states file "
+                                        "holds no states")
         raise InvalidInitStateError(
             f"init_state {index!r} does not exist for {name}: choose 0..{len(states) - 1} "
             f"(held-out evaluation states: {HELD_OUT_INIT_STATES[0]}..{HELD_OUT_INIT_STATES[-1]})"
