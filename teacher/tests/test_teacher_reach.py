@@ -20,6 +20,7 @@ from captain_teacher.planners.grasping import (
     REACH_TILT_RAD,
     UNREACHABLE_JAW_TURN_RAD,
     choose_grasp,
+    far_and_round,
     tipped_quat,
     wrap_jaw,
 )
@@ -70,6 +71,9 @@ def test_a_retry_after_an_unreachable_centred_grasp_tips_the_hand_outward() -> N
     assert spec.style != "rim"
     ctx = _ctx()
     assert choose_grasp(ctx, CAN, spec, 1).tilt_rad == 0.0
+    # only a far, round object is marked out of reach after a failed centred grasp (nearer,
+    # the failure is a wrist turn; the tipped jaws ignore an elongated object's turn)
+    assert far_and_round(ctx, CAN) and not far_and_round(ctx, "plate_1") and not far_and_round(ctx, BOWL)
     ctx.out_of_reach.add(CAN)
     assert choose_grasp(ctx, CAN, spec, 0).tilt_rad == 0.0  # only a retry tips
     g = choose_grasp(ctx, CAN, spec, 1)

@@ -37,6 +37,20 @@ UNREACHABLE_JAW_TURN_RAD = math.radians(45.0)
 REACH_TILT_RAD = math.radians(35.0)
 
 
+#: A centred grasp the arm could not reach is retried tipped only for an object this far
+#: from the base or farther (horizontally, m): nearer, the failure is a wrist turn, not reach.
+REACH_TILT_FROM_M = 0.75
+
+
+def far_and_round(ctx: TeacherContext, obj: str) -> bool:
+    """Whether a tipped grasp suits ``obj``: at least ``REACH_TILT_FROM_M`` from the base and
+    not elongated (the tipped jaws close across the reach direction whatever the object's
+    turn, which suits a round or square footprint only)."""
+    box = ctx.scene.box(obj)
+    hx, hy = float(box.half_m[0]), float(box.half_m[1])
+    return float(np.hypot(*box.center_m[:2])) >= REACH_TILT_FROM_M and max(hx, hy) <= 1.25 * min(hx, hy)
+
+
 def quat_for_jaw(jaw_yaw: float) -> np.ndarray:
     """The quaternion ``downq(jaw_yaw)`` evaluates to."""
     a = math.pi / 4 + jaw_yaw / 2
