@@ -75,24 +75,15 @@ def _relation_targets(ctx: TeacherContext, relations: Sequence[Relation], suffix
             dv_f = dest_vars[rel.dest.click] = _unique(dv + suffix, used)
         # a region's fixture (the stove, the basket) is clicked where the object does not hide
         # it: a click on its middle lands on the object resting there, and both clicks then
-        # mark one region. A plate is clicked near its rim beside the object's body (a mug
-        # hides all but a band of it), whatever the object's box hides (the box holds more
-        # than the object: a mug's handle)
-        away = (_away_points(ctx, rel.dest.click, rel.obj, AWAY_M[rel.dest.region])
-                if rel.dest.region or kind_of(rel.dest.click) == "plate" else None)
+        # mark one region
         ignore = () if rel.dest.region else (rel.obj,)
-        groups.append([target(dv_f, rel.dest.click, ignore=ignore, points=away),
+        groups.append([target(dv_f, rel.dest.click, ignore=ignore,
+                              points=_away_points(ctx, rel.dest.click, rel.obj) if rel.dest.region else None),
                        target(ov, rel.obj, points=_high_wall_points(ctx, rel.obj),
                               ignore=(rel.dest.click,) if kind_of(rel.dest.click) in OPEN_FRAMES else ())])
         pairs.append((ov, dv_f, rel))
     return groups, pairs
 
-
-#: How far beyond the object's footprint a click on its destination lands (m): a region's
-#: fixture (True), an object it stands on (False, a plate's rim beside a mug).
-AWAY_M = {True: 0.04, False: 0.005}
-#: Where on a plate's radius a click beside the object on it goes (inside the raised rim).
-PLATE_RIM_FRACTION = 0.88
 
 #: The session variable of the check made before shutting a part (``measure_before_shutting``).
 SHUT_CHECK_VAR = "shut_ok"
@@ -322,19 +313,10 @@ def _away_points(ctx: TeacherContext, fixture: str, obj: str, clearance_m: float
         pts[:, 2] = box.bottom_z_m
         clearance_m = min(clearance_m, STOVE_CLEARANCE_M)
         top = np.ones(len(pts), bool)
-    elif kind_of(fixture) == "plate":
-        # a ring near the rim: a mug on the plate hides all but a band of it, and the
-        # mug's box holds its handle, which reaches over that band (so: its body's radius)
-        angles = np.radians(np.arange(0.0, 360.0, 10.0))
-        radius = PLATE_RIM_FRACTION * float(min(fbox.half_m[:2]))
-        pts = np.array([[fbox.center_m[0] + radius * np.cos(a), fbox.center_m[1] + radius * np.sin(a),
-                         fbox.top_z_m - 0.004] for a in angles])
-        top = np.ones(len(pts), bool)
     else:
         pts = ctx.scene.click_candidates(fixture, camera)
         top = pts[:, 2] >= fbox.top_z_m - 0.01  # its top: the face the region lies on
-    reach = min(box.half_m[:2]) if kind_of(fixture) == "plate" else max(box.half_m[:2])
-    far = np.linalg.norm(pts[:, :2] - box.center_m[:2], axis=1) > float(reach) + clearance_m
+    far = np.linalg.norm(pts[:, :2] - box.center_m[:2], axis=1) > float(max(box.half_m[:2])) + clearance_m
     if (far & top).any():
         far &= top
     return pts[far] if far.any() else None
