@@ -20,7 +20,8 @@ from captain_teacher.planners.grasping import (
     REACH_TILT_RAD,
     UNREACHABLE_JAW_TURN_RAD,
     choose_grasp,
-    far_and_round,
+    span_across_reach,
+    tipped_grasp_fits,
     tipped_quat,
     wrap_jaw,
 )
@@ -71,9 +72,9 @@ def test_a_retry_after_an_unreachable_centred_grasp_tips_the_hand_outward() -> N
     assert spec.style != "rim"
     ctx = _ctx()
     assert choose_grasp(ctx, CAN, spec, 1).tilt_rad == 0.0
-    # only a far, round object is marked out of reach after a failed centred grasp (nearer,
-    # the failure is a wrist turn; the tipped jaws ignore an elongated object's turn)
-    assert far_and_round(ctx, CAN) and not far_and_round(ctx, "plate_1") and not far_and_round(ctx, BOWL)
+    # only a far object is marked out of reach after a failed centred grasp (nearer, the
+    # failure is a wrist turn)
+    assert tipped_grasp_fits(ctx, CAN) and not tipped_grasp_fits(ctx, "plate_1") and not tipped_grasp_fits(ctx, BOWL)
     ctx.out_of_reach.add(CAN)
     assert choose_grasp(ctx, CAN, spec, 0).tilt_rad == 0.0  # only a retry tips
     g = choose_grasp(ctx, CAN, spec, 1)
@@ -91,3 +92,22 @@ def test_a_tipped_hand_keeps_its_fingers_level_and_leans_outward() -> None:
             assert abs(closing[2]) < 1e-9 and abs(float(closing @ outward)) < 1e-9  # level, across the reach
             assert math.isclose(math.acos(-approach[2]), tilt, abs_tol=1e-9)  # tipped from straight down
             assert float(approach @ outward) > 0.0  # fingertips outward, the wrist nearer the robot
+
+
+def _yawed(yaw: float) -> tuple[float, float, float, float]:
+    return (math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2))
+
+
+def test_a_far_box_is_tipped_only_when_it_fits_the_jaws_across_the_reach_direction() -> None:
+    # the butter (8.2 x 4.4 cm) where LIBERO-PRO's libero_object_temp_x0.5 puts it, 0.86 m
+    # from the base: its long side along the reach direction leaves 6.5 cm for the jaws,
+    # which close across that direction; turned a quarter, 8.2 cm, more than they open
+    at = (0.18, -0.24, 0.912)
+    heading = math.atan2(-0.24, 0.18 + 0.66)
+    for yaw, fits in ((0.0, True), (math.pi, True), (heading + math.pi / 2, False)):
+        poses = {"butter_1": ObjectPose(at, _yawed(yaw))}
+        snap = SimSnapshot(0.0, (-0.2, 0.0, 1.17), 1.0, poses, dict(poses), (), "", "", None)
+        ctx = SimpleNamespace(scene=SceneView(snap, T_WORLD_BASE))
+        span = span_across_reach(ctx, "butter_1")
+        assert (span < 0.07) is fits, span
+        assert tipped_grasp_fits(ctx, "butter_1") is fits

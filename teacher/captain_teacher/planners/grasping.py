@@ -41,14 +41,32 @@ REACH_TILT_RAD = math.radians(35.0)
 #: from the base or farther (horizontally, m): nearer, the failure is a wrist turn, not reach.
 REACH_TILT_FROM_M = 0.75
 
+#: The widest span the tipped jaws take, m (they open to 7.7 cm; 7 mm to spare).
+TIPPED_SPAN_MAX_M = 0.07
 
-def far_and_round(ctx: TeacherContext, obj: str) -> bool:
-    """Whether a tipped grasp suits ``obj``: at least ``REACH_TILT_FROM_M`` from the base and
-    not elongated (the tipped jaws close across the reach direction whatever the object's
-    turn, which suits a round or square footprint only)."""
+
+def span_across_reach(ctx: TeacherContext, obj: str) -> float:
+    """The width of ``obj``'s footprint across the reach direction (horizontal, at right
+    angles to the line from the base to its centre), m: what the tipped jaws close over. A
+    round or square footprint (sides within a quarter of each other) counts its width: the
+    closing jaws square it up, and a round one has no corners."""
     box = ctx.scene.box(obj)
     hx, hy = float(box.half_m[0]), float(box.half_m[1])
-    return float(np.hypot(*box.center_m[:2])) >= REACH_TILT_FROM_M and max(hx, hy) <= 1.25 * min(hx, hy)
+    if max(hx, hy) <= 1.25 * min(hx, hy):
+        return 2.0 * max(hx, hy)
+    heading = math.atan2(float(box.center_m[1]), float(box.center_m[0]))
+    turn = heading - float(box.yaw_rad)  # the reach direction in the box's own frame
+    return 2.0 * (hx * abs(math.sin(turn)) + hy * abs(math.cos(turn)))
+
+
+def tipped_grasp_fits(ctx: TeacherContext, obj: str) -> bool:
+    """Whether a tipped grasp suits ``obj``: at least ``REACH_TILT_FROM_M`` from the base,
+    and its footprint across the reach direction fits the jaws (``TIPPED_SPAN_MAX_M``; the
+    tipped jaws close across the reach direction whatever the object's turn, so a box lying
+    across it does not fit)."""
+    box = ctx.scene.box(obj)
+    far = float(np.hypot(*box.center_m[:2])) >= REACH_TILT_FROM_M
+    return far and span_across_reach(ctx, obj) <= TIPPED_SPAN_MAX_M
 
 
 def quat_for_jaw(jaw_yaw: float) -> np.ndarray:

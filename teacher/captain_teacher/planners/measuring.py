@@ -134,12 +134,16 @@ def remeasure_from_above(ctx: TeacherContext, name: str, var: str, key: str, pro
     found = look_and_click(ctx, [target(var + "_w", name)], prefer=WRIST)
     if found is None:
         return
-    _camera, lines = found
+    camera, lines = found
     lines.append(cells.measure("gw", var + "_w"))
     lines.append(f'{key} = gw["object"]')
     lines.append(print_geometry(var, key, with_yaw=key == "o"))
-    fb = yield Step(f"That measurement looks off: {problem}. From above, the wrist camera sees the {label_of(name)} "
-                    "on its own; I'll measure it again there and use that.", ["\n".join(lines)])
+    if camera == WRIST:
+        seen = f"From above, the wrist camera sees the {label_of(name)} on its own; I'll measure it again there"
+    else:  # the wrist camera does not see it from here: the head camera, with the hand moved
+        seen = (f"From above, the wrist camera does not see the {label_of(name)}; I'll measure it again on its own "
+                "in a fresh head image, the hand out of the way,")
+    fb = yield Step(f"That measurement looks off: {problem}. {seen} and use that.", ["\n".join(lines)])
     return fb
 
 

@@ -32,7 +32,7 @@ from captain_teacher.planners.common import (
     short_name,
 )
 from captain_teacher.planners.destinations import Destination, spot_destination
-from captain_teacher.planners.grasping import choose_grasp, far_and_round, grasp_step
+from captain_teacher.planners.grasping import choose_grasp, grasp_step, tipped_grasp_fits
 from captain_teacher.planners.lay import groove_for, lay_step
 from captain_teacher.planners.measuring import ground_and_measure, measure_held
 from captain_teacher.planners.placing import place_step
@@ -95,7 +95,7 @@ def grasp_carry_release(ctx: TeacherContext, obj: str, dest: Destination, spec: 
         if UNREACHABLE_DESCENT.search(fb.text):
             if grasp.side is not None and grasp.jaw_yaw is not None:
                 ctx.unreachable_jaws.setdefault(obj, []).append(float(grasp.jaw_yaw))
-            elif not grasp.tilt_rad and far_and_round(ctx, obj):
+            elif not grasp.tilt_rad and tipped_grasp_fits(ctx, obj):
                 ctx.out_of_reach.add(obj)
         if fb.values.get("held") is True and ctx.held(obj):
             break
