@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from captain_teacher.boxes import rot_z
+from captain_teacher.boxes import Box, rot_z
 from captain_teacher.cells import num, vec
 from captain_teacher.clearance import FINGER_BELOW_TCP_M, hand_blockers
 from captain_teacher.context import Step, TeacherContext
@@ -45,6 +45,18 @@ REACH_TILT_FROM_M = 0.75
 TIPPED_SPAN_MAX_M = 0.07
 
 
+def elongated(box: Box) -> bool:
+    """Whether a footprint is elongated: its long side more than a quarter longer than its
+    short one (else round or square)."""
+    hx, hy = float(box.half_m[0]), float(box.half_m[1])
+    return max(hx, hy) > 1.25 * min(hx, hy)
+
+
+def reach_heading(box: Box) -> float:
+    """The reach direction to a box's centre: its angle about base z from the base x axis, rad."""
+    return math.atan2(float(box.center_m[1]), float(box.center_m[0]))
+
+
 def span_across_reach(ctx: TeacherContext, obj: str) -> float:
     """The width of ``obj``'s footprint across the reach direction (horizontal, at right
     angles to the line from the base to its centre), m: what the tipped jaws close over. A
@@ -52,10 +64,9 @@ def span_across_reach(ctx: TeacherContext, obj: str) -> float:
     closing jaws square it up, and a round one has no corners."""
     box = ctx.scene.box(obj)
     hx, hy = float(box.half_m[0]), float(box.half_m[1])
-    if max(hx, hy) <= 1.25 * min(hx, hy):
+    if not elongated(box):
         return 2.0 * max(hx, hy)
-    heading = math.atan2(float(box.center_m[1]), float(box.center_m[0]))
-    turn = heading - float(box.yaw_rad)  # the reach direction in the box's own frame
+    turn = reach_heading(box) - float(box.yaw_rad)  # the reach direction in the box's own frame
     return 2.0 * (hx * abs(math.sin(turn)) + hy * abs(math.cos(turn)))
 
 
@@ -116,10 +127,9 @@ def _center_grasp(ctx: TeacherContext, obj: str, spec: GraspSpec, attempt: int) 
     depth = max(0.006, spec.depth_below_top_m - 0.008 * attempt)
     tcp = np.array([box.center_m[0], box.center_m[1], max(box.top_z_m - depth, box.bottom_z_m + 0.016)])
     hx, hy = float(box.half_m[0]), float(box.half_m[1])
-    elongated = max(hx, hy) > 1.25 * min(hx, hy)
     if spec.jaw_square_to_sides:
         return _square_grasp(ctx, obj, tcp, depth)
-    if spec.jaw_across_short_side and elongated:
+    if spec.jaw_across_short_side and elongated(box):
         long_dir = box.yaw_rad + (0.0 if hx >= hy else math.pi / 2)
         deltas = [0.0, 0.2, -0.2, 0.35, -0.35]
         base_code = 'o["yaw_rad"]'
@@ -198,7 +208,7 @@ def choose_grasp(ctx: TeacherContext, obj: str, spec: GraspSpec, attempt: int,
     if attempt and obj in ctx.out_of_reach and spec.style != "rim":
         # a top-down grasp was out of reach: the jaws close across the reach direction and
         # the hand tips outward about them
-        heading = math.atan2(float(scene.box(obj).center_m[1]), float(scene.box(obj).center_m[0]))
+        heading = reach_heading(scene.box(obj))
         depth = max(0.006, spec.depth_below_top_m - 0.008 * attempt)
         return Grasp(None, num(heading, 3), heading, depth, 0.0, tilt_rad=REACH_TILT_RAD,
                      note=f", the hand tipped {round(math.degrees(REACH_TILT_RAD))}° outward (top-down it is out of "

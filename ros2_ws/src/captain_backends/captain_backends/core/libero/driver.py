@@ -405,7 +405,7 @@ class LiberoDriver(SimulatedDriver):
         bodies = dict(zip(s.entity_names, s.entity_bodies, strict=True))
         lo, hi = (np.asarray(c, dtype=float) for c in START_BOX_BASE_M)
         off = []
-        for name in goal_entities(goal_terms(s.domain), s.entity_names):
+        for name in goal_entities(s.domain, s.entity_names):
             p = (s.T_base_world @ np.append(s.data.xpos[bodies[name]], 1.0))[:3]
             if np.any(p < lo) or np.any(p > hi):
                 off.append(f"{name} at {np.round(p, 2).tolist()} m")

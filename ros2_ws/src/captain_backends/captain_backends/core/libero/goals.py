@@ -9,6 +9,7 @@ per-goal flags and LIBERO's success always agree.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -149,14 +150,16 @@ def table_regions(domain: Any, T_base_world: np.ndarray) -> dict[str, dict[str, 
     return out
 
 
-def goal_entities(terms: tuple[tuple[str, ...], ...], entity_names: tuple[str, ...] | list[str]) -> list[str]:
-    """The scene entities the goal names: each argument that is an entity, or the entity
-    whose region it is (``basket_1_contain_region`` -> ``basket_1``), in order, once each."""
-    names = sorted(entity_names, key=len, reverse=True)
+def goal_entities(domain: Any, entity_names: Sequence[str]) -> list[str]:
+    """The scene entities (of ``entity_names``) the goal names: each argument that is an
+    entity, or the entity a region site belongs to (its ``parent_name`` in LIBERO's object
+    states: ``basket_1_contain_region`` -> ``basket_1``), in order, once each."""
+    states = getattr(domain, "object_states_dict", {})
+    entities = set(entity_names)
     out: list[str] = []
-    for term in terms:
+    for term in goal_terms(domain):
         for arg in term[1:]:
-            owner = arg if arg in entity_names else next((n for n in names if arg.startswith(n + "_")), None)
-            if owner is not None and owner not in out:
+            owner = arg if arg in entities else getattr(states.get(arg), "parent_name", None)
+            if owner in entities and owner not in out:
                 out.append(owner)
     return out
