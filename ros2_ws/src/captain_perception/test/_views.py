@@ -19,3 +19,16 @@ def look_down_with_the_wrist(driver, target_base: np.ndarray, height_m: float = 
     ik = kin.solve_ik(T, np.asarray(s.data.qpos[s.arm_qpos], float), restarts=8)
     assert ik.success, ik.reason
     set_pose(driver, ik.q, 0.04)
+
+
+def pose_tool(driver, T_base_tool: np.ndarray, finger_m: float = 0.0) -> None:
+    """Put the arm (simulator write, test only) so that the tool has the pose
+    ``T_base_tool`` (4x4, base frame, metres)."""
+    from captain_harness.core.kinematics import Kinematics
+    from captain_perception.robot_mask_score import set_pose
+
+    kin = Kinematics(driver.description())
+    s = driver.scene
+    ik = kin.solve_ik(np.asarray(T_base_tool, float), np.asarray(s.data.qpos[s.arm_qpos], float), restarts=8)
+    assert ik.success, ik.reason
+    set_pose(driver, ik.q, finger_m)

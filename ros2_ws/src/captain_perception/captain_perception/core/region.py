@@ -83,6 +83,14 @@ class RegionParams:
         supported_faces: how many of a piece's most common heights of upward-facing
             points are tried as the face.
         supported_face_share: a face holds at least this share of its piece's pixels.
+        supported_face_min_area_m2: a smaller share is a support too when it covers at least
+            this much of the base-frame x-y plane (a microwave's floor is a small share of
+            the whole microwave seen through its front) when it also lies higher than a
+            dish (``dish_max_height_m``) and fills ``wide_face_min_solidity`` of its convex
+            hull in the image; bodies on it rising ``dish_body_min_height_m`` are then cut
+            apart along depth breaks (``region_split.split_supported``), m^2.
+        wide_face_min_solidity: see ``supported_face_min_area_m2`` (a basket's rim, a thin
+            ring, fills under a tenth of its hull).
         contained_coverage: share of the directions around a body lying in a container
             in which the container's points lie.
         contained_depth_m: the rest of a piece reaches at least this far below a face for the
@@ -150,6 +158,8 @@ class RegionParams:
     supported_area_ratio: float = 0.6
     supported_faces: int = 3
     supported_face_share: float = 0.1
+    supported_face_min_area_m2: float = 0.01
+    wide_face_min_solidity: float = 0.5
     contained_coverage: float = 0.75
     contained_gap_m: float = 0.015
     contained_depth_m: float = 0.01
@@ -268,7 +278,7 @@ def surface_pieces(cloud: FrameCloud, window: tuple[int, int, int, int] | None =
     _, big = cv2.connectedComponents(grid, connectivity=4, ltype=cv2.CV_32S)
     labels = big[::2, ::2].astype(np.int32)
     labels[~node_ok] = 0
-    holders = frozenset(split_supported(labels, P, N, p, table, lab)) if p.split_supported else frozenset()
+    holders = frozenset(split_supported(labels, P, N, p, table, lab, tol2)) if p.split_supported else frozenset()
     return labels, support, table, holders
 
 

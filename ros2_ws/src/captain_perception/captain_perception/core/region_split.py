@@ -16,6 +16,7 @@ Frames: points and normals in the robot base frame (z up), metres.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import cv2
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 
 
 def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: RegionParams,
-                    table_height_m: float | None = None, lab: np.ndarray | None = None) -> set[int]:
+                    table_height_m: float | None = None, lab: np.ndarray | None = None,
+                    gap2_m2: np.ndarray | None = None) -> set[int]:
     """Cut objects resting on a piece's own flat top away from it, in place (new labels).
 
     A piece that holds a large horizontal face (a plate's floor, a basket's liner, the
@@ -51,6 +53,14 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
             body joined to a tall support's sides is looked for only on faces standing
             ``raised_face_min_height_m`` above it (``_raised_bodies``).
         lab: (h, w, 3) CIE L*a*b* colour of the pixels; without it no such body is cut.
+        gap2_m2: (h, w) squared depth-break tolerance of each pixel (m^2). With it, a face
+            that is too small a share of its piece but wide, raised above a dish's height
+            and solid in the image (``supported_face_min_area_m2``: the microwave's floor
+            seen through its open front; a basket's rim is a thin ring) holds tall bodies
+            too; the rest of the piece without the face (and the face's height band beside
+            it) then falls apart along depth breaks, not only where the face separated it
+            (the mug standing in the microwave touches the back wall in the image, 10 cm
+            behind it).
 
     Returns:
         The labels of the pieces something was cut away from (supports and containers:
@@ -102,14 +112,27 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
                     flat &= ~top_body
                 if tops:
                     holders.add(idx)
-                continue
-            if idx in holders:  # tops of bodies were cut away: the rest is their container
-                continue
-            above = z_face - table_height_m if lab is not None and table_height_m is not None else None
-            tall = above is not None and above > p.raised_face_min_height_m
-            dish = above is not None and p.dish_min_height_m < above < p.dish_max_height_m
-            bodies = _bodies_on_face(piece, face, z_face, xs, ys, z, p, min_px,
-                                     lab[sl] if lab is not None and (tall or dish) else None, dish)
+                    continue
+                raised = table_height_m is not None and z_face - table_height_m > p.dish_max_height_m
+                if gap2_m2 is None or not raised or int(face.sum()) < min_px or idx in holders \
+                        or _footprint_m2(face, xs, ys) < p.supported_face_min_area_m2 \
+                        or _solidity(face) < p.wide_face_min_solidity:
+                    continue
+                # a wide, solid, raised floor that is a small share of a large piece (the
+                # microwave's floor seen through its open front; not a basket's rim, a thin
+                # ring): tall bodies standing on it (``dish_body_min_height_m``, as on a dish),
+                # apart from the rest along depth breaks (in the image the mug touches the
+                # back wall 10 cm behind it)
+                tall_only = replace(p, supported_min_height_m=p.dish_body_min_height_m)
+                bodies = _bodies_on_face(piece, face, z_face, xs, ys, z, tall_only, min_px, gap2_m2=gap2_m2[sl])
+            else:
+                if idx in holders:  # tops of bodies were cut away: the rest is their container
+                    continue
+                above = z_face - table_height_m if lab is not None and table_height_m is not None else None
+                tall = above is not None and above > p.raised_face_min_height_m
+                dish = above is not None and p.dish_min_height_m < above < p.dish_max_height_m
+                bodies = _bodies_on_face(piece, face, z_face, xs, ys, z, p, min_px,
+                                         lab[sl] if lab is not None and (tall or dish) else None, dish)
             for body in bodies:
                 labels[sl][body] = next_label
                 next_label += 1
@@ -121,14 +144,21 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
 
 def _bodies_on_face(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.ndarray, ys: np.ndarray,
                     z: np.ndarray, p: RegionParams, min_px: int, raised_lab: np.ndarray | None = None,
-                    dish: bool = False) -> list[np.ndarray]:
+                    dish: bool = False, gap2_m2: np.ndarray | None = None) -> list[np.ndarray]:
     """The bodies to cut away from ``piece`` given its flat ``face`` at height ``z_face``
     (see ``split_supported``); empty when there are none. ``raised_lab``: the colours of
     the piece's window when the face stands above the table or is a dish's floor
     (``_raised_bodies`` is tried too); ``dish``: the face lies within
-    ``dish_min_height_m`` to ``dish_max_height_m`` above the table."""
+    ``dish_min_height_m`` to ``dish_max_height_m`` above the table; ``gap2_m2``: squared
+    depth-break tolerances (``split_supported``)."""
     rest = piece & ~face
-    n_parts, parts = cv2.connectedComponents(rest.astype(np.uint8), connectivity=8)
+    if gap2_m2 is not None:
+        # the face's height band next to it, whatever the normals (they turn near a crease,
+        # so a ring of the floor round a body's foot is not counted as face)
+        band = np.abs(np.nan_to_num(z, nan=np.inf) - z_face) < p.supported_band_m
+        near = cv2.dilate(face.astype(np.uint8), np.ones((7, 7), np.uint8)).astype(bool)
+        rest &= ~(band & near)
+    n_parts, parts = _parts(rest, xs, ys, z, gap2_m2)
     if n_parts < 2:  # nothing but the face
         return []
     face_xy = np.stack([xs[face], ys[face]], -1).astype(np.float32)
@@ -296,6 +326,46 @@ def _tops_inside(face: np.ndarray, z_face: float, rest: np.ndarray, xs: np.ndarr
         if body is not None and not any((body & other).any() for other in out):
             out.append(body)
     return out
+
+
+def _parts(mask: np.ndarray, xs: np.ndarray, ys: np.ndarray, z: np.ndarray, gap2_m2: np.ndarray | None
+           ) -> tuple[int, np.ndarray]:
+    """Connected parts of ``mask``: ``(count + 1, labels)`` as ``cv2.connectedComponents``
+    gives them. With ``gap2_m2`` (squared depth-break tolerance per pixel, m^2), two
+    neighbours are joined only when their 3-D points lie within the smaller tolerance
+    (4-connected); without it, 8-connected pixel adjacency."""
+    if gap2_m2 is None:
+        return cv2.connectedComponents(mask.astype(np.uint8), connectivity=8)
+    h, w = mask.shape
+    grid = np.zeros((2 * h - 1, 2 * w - 1), np.uint8)
+    grid[::2, ::2] = mask
+    for axis in (0, 1):
+        a, b = (np.s_[:-1, :], np.s_[1:, :]) if axis == 0 else (np.s_[:, :-1], np.s_[:, 1:])
+        gap2 = (xs[b] - xs[a]) ** 2 + (ys[b] - ys[a]) ** 2 + (z[b] - z[a]) ** 2
+        keep = mask[a] & mask[b] & (np.nan_to_num(gap2, nan=np.inf) <= np.minimum(gap2_m2[a], gap2_m2[b]))
+        if axis == 0:
+            grid[1::2, ::2] = keep
+        else:
+            grid[::2, 1::2] = keep
+    n, big = cv2.connectedComponents(grid, connectivity=4, ltype=cv2.CV_32S)
+    parts = big[::2, ::2].copy()
+    parts[~mask] = 0
+    return n, parts
+
+
+def _solidity(mask: np.ndarray) -> float:
+    """Share of its convex hull (image pixels) a mask fills."""
+    ys, xs = np.nonzero(mask)
+    if len(xs) < 3:
+        return 0.0
+    hull = cv2.convexHull(np.stack([xs, ys], 1).astype(np.int32))
+    return float(len(xs)) / max(1.0, float(cv2.contourArea(hull)))
+
+
+def _footprint_m2(mask: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> float:
+    """Area of the convex hull of a mask's base-frame x-y points, m^2."""
+    xy = _xy_of(mask, xs, ys)
+    return float(cv2.contourArea(cv2.convexHull(xy))) if len(xy) >= 3 else 0.0
 
 
 def _xy_of(mask: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
