@@ -14,7 +14,9 @@ from captain_teacher.context import HEAD, WRIST
 
 def num(x: float, digits: int = 3) -> str:
     """A float as short source text (``0.05``, ``-0.012``)."""
-    text = f"{float(x):.{digits}f}".rstrip("0").rstrip(".")
+    text = f"{float(x):.{digits}f}"
+    if "." in text:  # trailing zeros of the fraction only (20 stays 20)
+        text = text.rstrip("0").rstrip(".")
     return "0" if text in ("-0", "") else text
 
 

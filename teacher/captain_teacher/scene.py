@@ -44,7 +44,7 @@ SHAPES: dict[str, tuple[tuple[float, float, float], tuple[float, float, float], 
     "basket": ((0.0, 0.0, 0.075), (0.085, 0.079, 0.071), True),
     "drawer_cabinet": ((0.004, 0.0, 0.114), (0.127, 0.111, 0.109), True),
     "stove": ((0.096, 0.0, 0.015), (0.149, 0.095, 0.035), True),
-    "microwave": ((-0.012, -0.117, 0.094), (0.185, 0.228, 0.094), True),
+    "microwave": ((0.0, 0.0115, 0.094), (0.172, 0.0995, 0.094), True),  # the body; its door swings in front
     "wine_rack": ((0.0, 0.003, 0.163), (0.134, 0.127, 0.165), True),
     "caddy": ((0.0, 0.0, 0.085), (0.075, 0.217, 0.083), True),
     "cube": ((0.0, 0.0, 0.0), (0.02, 0.02, 0.02), True),  # the tabletop's cubes: origin at the centre

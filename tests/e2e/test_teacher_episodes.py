@@ -44,6 +44,7 @@ TASK_TYPES = [
     ("libero_goal/3", 11, "open a drawer, clear the way, put a bowl inside"),
     ("libero_10/2", 11, "two steps: turn on the stove, put the moka pot on it"),
     ("libero_10/0", 11, "two steps: two objects into one basket"),
+    ("libero_10/9", 11, "two steps: a mug into the microwave by its handle, then shut the door"),
 ]
 
 
@@ -272,6 +273,22 @@ def test_a_look_from_above_follows_a_head_check_that_saw_one_region(tmp_path: Pa
     finishes = [e for e in events[relook[0] + 1:] if any(c["code"].startswith("f = robot.finish(") for c in e["cells"])]
     marked = [(e.get("meta") or {}).get("nosup_reason") == "finish_against_evidence" for e in finishes]
     assert within and finishes and all(m == (within[-1] == "False") for m in marked)
+
+
+def test_the_mug_goes_into_the_microwave_by_its_handle_and_is_measured_before_the_door_shuts(tmp_path: Path
+                                                                                            ) -> None:
+    """libero_10/9: the microwave is closed on top, so the mug is held by its handle
+    (clicked as a point), slid in through the front, measured from in front of the opening
+    with the wrist camera, and the door is pushed shut top-down."""
+    outcome = run_episode("libero_10/9", policy=TeacherPolicy(seed=1), out_dir=tmp_path, init_state=14)
+    assert outcome.outcome == "strict_success" and outcome.gate_accepted_on_evidence, outcome.end_reason
+    events = _events(outcome)
+    code = "\n".join(c["code"] for e in events for c in e["cells"])
+    out = "\n".join(c["output"] for e in events for c in e["cells"])
+    assert 'label="yellow and white mug handle", granularity="point"' in code
+    assert "held: True" in out and "slid in: True" in out and "inside before shutting: True" in out
+    assert "hinge = mw_top +" in code  # the door's hinge from the microwave's clicked top
+    assert re.search(r"^door_open_rad: -?0\.0\d\d$", out, re.MULTILINE)
 
 
 def test_a_grasp_out_of_reach_top_down_is_retried_with_the_hand_tipped(tmp_path: Path) -> None:

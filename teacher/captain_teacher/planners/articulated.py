@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from captain_harness.core.geometry import matrix_to_quat
-from captain_teacher.boxes import Box, rot_z
+from captain_teacher.boxes import Box
 from captain_teacher.cells import num, vec
 from captain_teacher.clearance import HAND_HALF_LENGTH_M, movable
 from captain_teacher.context import HEAD, WRIST, Step, TeacherContext, quat_matrix
@@ -43,12 +43,6 @@ DRAWER_CLOSED_ABOVE_M = 0.0
 #: How far the pushing hand is tipped about the handle bar, rad.
 PUSH_TILT_RAD = 0.7
 KNOB_ON_RAD = 0.5
-MICROWAVE_CLOSED_RAD = -0.005
-#: The microwave door's hinge in the microwave's body frame, m, and the door's reach.
-DOOR_HINGE_LOCAL_M = (-0.173, -0.088, 0.096)
-DOOR_PUSH_RADIUS_M = 0.17
-#: How far outside the door's face the pushing fingertips ride, m.
-DOOR_FINGERS_OUT_M = 0.03
 #: Source of a session function: the jaw direction (rad, from the base x axis) of the
 #: top-down hand, from the measured tool quaternion (``downq``'s inverse).
 HAND_JAW_SOURCE = (
@@ -232,6 +226,8 @@ def drawer_or_door(ctx: TeacherContext, op: str, name: str) -> Plan:
     if kind_of(name) == "microwave":
         if op != "close":
             raise PlanError("the teacher only closes microwave doors")
+        from captain_teacher.planners.door import close_door
+
         yield from close_door(ctx, name)
         return
     d = drawer_for_region(ctx.scene, name)
@@ -498,55 +494,4 @@ def knob(ctx: TeacherContext, op: str, name: str) -> Plan:
         else:
             reasoning = ("The knob is not far enough yet. I'll pinch the fin where it points now and turn it "
                          "further along the circle.")
-        yield Step(reasoning, ["\n".join(lines)])
-
-
-# ---------------------------------------------------------------------- door
-def close_door(ctx: TeacherContext, name: str) -> Plan:
-    """Close the microwave door by pushing its outer face along its swing, fingers first."""
-    scene = ctx.scene
-    st = ctx.style
-    joint = next((j for j in scene.snapshot.articulated_joints if j.startswith(name)), None)
-    if joint is None:
-        raise PlanError(f"{name} has no door joint")
-    yaw0 = scene.yaw(name)
-    hinge = scene.position(name) + rot_z(yaw0) @ np.asarray(DOOR_HINGE_LOCAL_M)
-    for attempt in range(2):
-        angle = float(ctx.scene.snapshot.articulated_joints[joint])
-        if angle > MICROWAVE_CLOSED_RAD:
-            return
-        thetas = [*np.arange(yaw0 + angle, yaw0 + 0.05, 0.35), yaw0 + 0.06]
-        pts, quats = [], []
-        for th in thetas:
-            u = np.array([math.cos(th), math.sin(th)])
-            n = np.array([math.sin(th), -math.cos(th)])  # the door's outer side
-            p = hinge[:2] + DOOR_PUSH_RADIUS_M * u + DOOR_FINGERS_OUT_M * n
-            pts.append(np.array([p[0], p[1], hinge[2]]))
-            quats.append(side_quat(-n))
-        start = pts[0] + np.append(0.05 * np.array([math.sin(thetas[0]), -math.cos(thetas[0])]), 0.0)
-        mid = np.array([0.42, 0.5 * float(start[1]), 0.22])
-        ctx.part_measurements[name] = ("door_open_rad", -MICROWAVE_CLOSED_RAD)
-        lines = [f"mid = np.array({vec(mid)})",
-                 f"r = go(mid, downq(0.0), speed={num(st.approach_speed_m_s)})",
-                 f"r = robot.move_to(mid.tolist(), {_qcode(quats[0])}, angular=0.6)",
-                 'robot.move_to(gripper="close")',
-                 f"r = go({vec(start)}, {_qcode(quats[0])}, speed={num(st.approach_speed_m_s)})  # outside the door",
-                 "# push along the door's swing, a few short straight pushes",
-                 "swing = [" + ", ".join(f"({vec(p)}, {_qcode(q)})" for p, q in zip(pts, quats, strict=True)) + "]",
-                 'for p, q in swing:\n    r = go(p, q, speed=0.04, angular=0.4, mode="manipulation")\n'
-                 '    if not r["success"]:\n        break',
-                 'print("pushed:", r["success"], (r.get("value") or {}).get("stopped_reason"))',
-                 f"hinge = np.array({vec(hinge)})  # the door's hinge",
-                 "tip = np.array(val(robot.get_robot_state(), 'end_effector_position_m'))",
-                 f"door_open_rad = {num(yaw0 - math.atan2(DOOR_FINGERS_OUT_M, DOOR_PUSH_RADIUS_M))} - math.atan2("
-                 "tip[1] - hinge[1], tip[0] - hinge[0])  # how far open the door is where the fingertips pushed it",
-                 'print("door_open_rad:", round(door_open_rad, 3))',
-                 "r = go(np.array(swing[-1][0]) + [-0.06, -0.06, 0.0], swing[-1][1], speed=0.05)",
-                 f"r = go(mid, swing[-1][1], speed={num(st.approach_speed_m_s)})",
-                 "r = robot.move_to(mid.tolist(), downq(0.0), angular=0.6)",
-                 f"r = go(home, downq(0.0), speed={num(st.approach_speed_m_s)})"]
-        ctx.tcp_quaternion = TOP_DOWN.copy()
-        reasoning = ("The microwave door is open and swings about its hinge at the front-left corner. I'll push "
-                     "its outer face with the closed fingertips along its swing until it shuts."
-                     if attempt == 0 else "The door is not fully shut yet; I'll push it along its swing once more.")
         yield Step(reasoning, ["\n".join(lines)])

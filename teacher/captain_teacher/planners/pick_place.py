@@ -32,6 +32,7 @@ from captain_teacher.planners.common import (
     short_name,
 )
 from captain_teacher.planners.destinations import Destination, spot_destination
+from captain_teacher.planners.front_load import front_loads, handle_grasp
 from captain_teacher.planners.grasping import choose_grasp, grasp_step, tipped_grasp_fits
 from captain_teacher.planners.lay import groove_for, lay_step
 from captain_teacher.planners.measuring import ground_and_measure, measure_held
@@ -49,6 +50,9 @@ def pick_and_place(ctx: TeacherContext, obj: str, dest: Destination, *, first: b
     reason = (f"{'First' if first else 'Next'} I need the {olab} and the {dlab}: I'll ground both and measure where "
               f"the {olab} is relative to the {dlab}.")
     yield from ground_and_measure(ctx, obj, dest, ov, dv, reason)
+    if front_loads(ctx, obj, dest):  # closed on top: in through the front, held by the handle
+        yield from handle_grasp(ctx, obj, dest)
+        return
     blockers = [b for b in choose_grasp(ctx, obj, spec, 0).blockers if movable(b) and b != dest.click]
     if blockers and dest.spot_m is None:
         for b in blockers[:2]:

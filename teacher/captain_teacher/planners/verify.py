@@ -25,6 +25,7 @@ from captain_teacher.planners.common import (
 )
 from captain_teacher.planners.destinations import Destination
 from captain_teacher.planners.evidence import part_evidence, relation_check
+from captain_teacher.planners.front_load import front_loads, look_inside
 from captain_teacher.planners.measuring import move_to_view
 from captain_teacher.scene import HOLLOW_KINDS
 
@@ -97,6 +98,13 @@ def measure_before_shutting(ctx: TeacherContext, relations: Sequence[Relation], 
     destination. The check is kept in ``ctx.shut_check`` for the final verdict when the
     cell printed it; nothing is kept otherwise (the final look then names the goal as
     unmeasured)."""
+    if len(relations) == 1 and ctx.front_top is not None and front_loads(ctx, relations[0].obj, relations[0].dest):
+        # slid in through the front: only the wrist camera, in front of the opening, sees it
+        fb = yield from look_inside(ctx, relations[0].obj, relations[0].dest, part, SHUT_CHECK_VAR)
+        plab = label_of(part)
+        _shut_check_printed(ctx, fb, relations, f"the {label_of(relations[0].obj)} against the {plab}'s heating region",
+                            plab)
+        return
     groups, pairs = _relation_targets(ctx, relations, "_s")
     flat = _dedupe([t for g in groups for t in g])
     plab = label_of(part)

@@ -1,0 +1,80 @@
+"""The handle grasp into the microwave and the door pushed shut top-down: the hand
+orientations they write, which objects go in by the handle, the door's push path, and the
+short-number formatting the cells use. The whole episode runs in
+``tests/e2e/test_teacher_episodes.py`` (libero_10/9)."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from captain_backends.core.snapshot import ObjectPose, SimSnapshot
+from captain_harness.core.geometry import quat_to_matrix
+from captain_teacher.cells import num, vec
+from captain_teacher.planners.destinations import Destination
+from captain_teacher.planners.door import (
+    DOOR_HINGE_LOCAL_M,
+    DOOR_PUSH_OUT_M,
+    DOOR_PUSH_RADIUS_M,
+    DOOR_STEP_RAD,
+    swing_points,
+)
+from captain_teacher.planners.front_load import front_loads, level_quat, look_quat
+from captain_teacher.scene import SceneView
+
+MICROWAVE = Destination("microwave_1_heating_region", "microwave_1", "in", True, True)
+
+
+@pytest.mark.parametrize("heading_deg", [90.0, 60.0, 135.0, -30.0])
+@pytest.mark.parametrize("pitch_deg", [0.0, 32.0, 45.0])
+def test_level_quat_tips_the_fingers_and_keeps_the_jaws_level(heading_deg: float, pitch_deg: float) -> None:
+    h, p = math.radians(heading_deg), math.radians(pitch_deg)
+    R = quat_to_matrix(level_quat(h, p))
+    assert np.isclose(np.linalg.det(R), 1.0)
+    fingers = [math.cos(h) * math.cos(p), math.sin(h) * math.cos(p), -math.sin(p)]
+    assert np.allclose(R[:, 2], fingers, atol=1e-9)
+    assert abs(R[2, 0]) < 1e-9  # the jaws close horizontally, across the handle's upright bar
+    L = quat_to_matrix(look_quat(h, p))
+    assert np.allclose(L[:, 2], fingers, atol=1e-9)
+    # the look's jaws close in the vertical plane: the hand is narrow seen from the side
+    assert np.isclose(L[:, 0] @ [-math.sin(h), math.cos(h), 0.0], 0.0, atol=1e-9) and L[2, 0] > 0
+
+
+def _ctx(names: dict[str, tuple[float, float, float]], door_rad: float = -1.3) -> SimpleNamespace:
+    poses = {n: ObjectPose(p, (1.0, 0.0, 0.0, 0.0)) for n, p in names.items()}
+    snap = SimSnapshot(0.0, (0.0, 0.0, 0.0), 1.0, poses, dict(poses), (), "", "", None,
+                       {"microwave_1_microjoint": door_rad}, {"microwave_1_microjoint": door_rad}, {}, {}, {}, False)
+    return SimpleNamespace(scene=SceneView(snap, np.eye(4)))
+
+
+def test_only_a_mug_whose_handle_is_known_goes_in_by_its_handle() -> None:
+    ctx = _ctx({"white_yellow_mug_1": (0.64, 0.0, 0.0), "porcelain_mug_1": (0.5, -0.2, 0.0),
+                "microwave_1": (0.65, 0.34, 0.0)})
+    assert front_loads(ctx, "white_yellow_mug_1", MICROWAVE)
+    assert not front_loads(ctx, "porcelain_mug_1", MICROWAVE)  # another model: its handle is not known
+    plate = Destination("plate_1", "plate_1", "on", False, False)
+    assert not front_loads(ctx, "white_yellow_mug_1", plate)
+
+
+@pytest.mark.parametrize("door_rad", [-1.33, -2.05, -0.4])
+def test_the_door_is_pushed_along_its_swing_outside_its_face_to_shut(door_rad: float) -> None:
+    ctx = _ctx({"microwave_1": (0.652, 0.34, 0.008)}, door_rad)
+    pts = swing_points(ctx, "microwave_1", door_rad)
+    hinge = np.array([0.652, 0.34]) + np.asarray(DOOR_HINGE_LOCAL_M[:2])
+    assert len(pts) == len(np.arange(door_rad, -0.03, DOOR_STEP_RAD)) + 1
+    for p in pts:  # each push point rides the door's outer side at the push radius
+        assert np.isclose(np.linalg.norm(p[:2] - hinge), math.hypot(DOOR_PUSH_RADIUS_M, DOOR_PUSH_OUT_M))
+        assert np.isclose(p[2], 0.008 + 0.188 - 0.022)  # fingertips just below the door's top edge
+    angles = [math.atan2(*(p[:2] - hinge)[::-1]) for p in pts]
+    assert np.all(np.diff(angles) > 0)  # toward shut
+    # the last push ends at the shut door: on the hinge line's outer side, along the front
+    assert np.allclose(pts[-1][:2], hinge + np.array([DOOR_PUSH_RADIUS_M, -DOOR_PUSH_OUT_M]))
+
+
+def test_num_keeps_whole_numbers_whole() -> None:
+    assert num(20.0, 0) == "20" and num(100.0, 0) == "100" and num(-30.0, 0) == "-30"
+    assert num(0.050) == "0.05" and num(1.0) == "1" and num(-0.0004) == "0" and num(2.5, 0) == "2"
+    assert vec([0.1, 20.0], 0) == "[0, 20]"
