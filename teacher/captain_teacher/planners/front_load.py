@@ -48,6 +48,7 @@ from captain_teacher.planners.common import (
     wrist_camera,
 )
 from captain_teacher.planners.destinations import Destination
+from captain_teacher.planners.grasping import back_off_step
 
 #: Mugs the handle grasp knows, by LIBERO model: the middle of the handle's outer bar in the
 #: mug's body frame (origin at the bottom's middle), and the middle of its round body, m.
@@ -173,8 +174,6 @@ def handle_grasp(ctx: TeacherContext, obj: str, dest: Destination) -> Plan:
         fb = yield step
         if fb.values.get("held") is True and ctx.held(obj):
             break
-        from captain_teacher.planners.pick_place import back_off_step
-
         yield back_off_step(ctx, f"The jaws did not get the {label_of(obj)}'s handle.")
     else:
         return

@@ -1,5 +1,6 @@
 """Choosing a top-down grasp from the measured geometry (rim side, centred, square to a
-cube's sides, across a body) and writing the request that grasps and lifts.
+cube's sides, across a body), writing the request that grasps and lifts, and the request
+that backs off after a grasp that failed.
 
 Frames: the robot base frame (x forward, y left, z up), metres, radians. A jaw yaw is the
 direction of the jaw axis about z; ``downq(jaw)`` in the session turns it into the
@@ -20,6 +21,7 @@ from captain_teacher.context import Step, TeacherContext
 from captain_teacher.fixtures import drawer_for_region, open_drawer_walls
 from captain_teacher.objects import EXPECTED_RADIUS_M, GraspSpec, label_of
 from captain_teacher.planners.common import (
+    TOP_DOWN,
     direction_words,
     printed_measurement,
     short_name,
@@ -411,3 +413,16 @@ def _lift_expression(ctx: TeacherContext, obj: str, dest: Destination, spec: Gra
     if top > dest_top and needed > box.top_z_m + 0.1:
         expr = f"max({expr}, {num(top + 0.05)} + hang)  # pass over what stands on the way"
     return expr
+
+
+def back_off_step(ctx: TeacherContext, why: str) -> Step:
+    """The recovery request after a failed grasp: open, back off along the path with
+    recover() (or straight up), and return home to look again; ``why`` opens its reasoning."""
+    lines = ['robot.move_to(gripper="open")',
+             'r = robot.recover(max_distance_m=0.08, max_duration_s=6.0)',
+             'if not r["success"]:\n    r = go(np.array(val(robot.get_robot_state(), "end_effector_position_m")) '
+             '+ [0, 0, 0.08], q, speed=0.05)',
+             f"r = go(home, downq(0.0), speed={num(ctx.style.approach_speed_m_s)})"]
+    ctx.tcp_quaternion = TOP_DOWN.copy()
+    return Step(why + " I'll open, back off along the path with recover() and look again before another try.",
+                ["\n".join(lines)], meta={"recovery": "empty_grasp"})

@@ -14,9 +14,8 @@ import captain_teacher.cells as cells
 from captain_teacher.context import HEAD, WRIST, Step, TeacherContext
 from captain_teacher.objects import grasp_for, label_of
 from captain_teacher.planners.common import Plan, PlanError, look_and_click, short_name, target
-from captain_teacher.planners.grasping import choose_grasp, grasp_step
+from captain_teacher.planners.grasping import back_off_step, choose_grasp, grasp_step
 from captain_teacher.planners.measuring import measurement_problem, move_to_view, print_geometry, remeasure_from_above
-from captain_teacher.planners.pick_place import back_off_step
 
 
 def ground_and_measure_alone(ctx: TeacherContext, obj: str, ov: str, reasoning: str) -> Plan:

@@ -33,7 +33,7 @@ from captain_teacher.planners.common import (
 )
 from captain_teacher.planners.destinations import Destination, spot_destination
 from captain_teacher.planners.front_load import front_loads, handle_grasp
-from captain_teacher.planners.grasping import choose_grasp, grasp_step, tipped_grasp_fits
+from captain_teacher.planners.grasping import back_off_step, choose_grasp, grasp_step, tipped_grasp_fits
 from captain_teacher.planners.lay import groove_for, lay_step
 from captain_teacher.planners.measuring import ground_and_measure, measure_held
 from captain_teacher.planners.placing import place_step
@@ -157,19 +157,6 @@ def _open_and_back_off(ctx: TeacherContext, why: str) -> Step:
              f"r = go(home, downq(0.0), speed={num(ctx.style.approach_speed_m_s)})"]
     return Step(why + " I'll open, back off along the path and look again.", ["\n".join(lines)],
                 meta={"recovery": "reopen"})
-
-
-def back_off_step(ctx: TeacherContext, why: str) -> Step:
-    """The recovery request after a failed grasp: open, back off along the path with
-    recover() (or straight up), and return home to look again; ``why`` opens its reasoning."""
-    lines = ['robot.move_to(gripper="open")',
-             'r = robot.recover(max_distance_m=0.08, max_duration_s=6.0)',
-             'if not r["success"]:\n    r = go(np.array(val(robot.get_robot_state(), "end_effector_position_m")) '
-             '+ [0, 0, 0.08], q, speed=0.05)',
-             f"r = go(home, downq(0.0), speed={num(ctx.style.approach_speed_m_s)})"]
-    ctx.tcp_quaternion = TOP_DOWN.copy()
-    return Step(why + " I'll open, back off along the path with recover() and look again before another try.",
-                ["\n".join(lines)], meta={"recovery": "empty_grasp"})
 
 
 def _regrasp(ctx: TeacherContext, obj: str, dest: Destination, ov: str, dv: str, attempt: int) -> Plan:
