@@ -32,6 +32,7 @@ from captain_teacher.planners.common import (
     look_and_click,
     xy_distance_to_box,
 )
+from captain_teacher.planners.door import close_door
 from captain_teacher.planners.grasping import quat_for_jaw, wrap_jaw
 from captain_teacher.planners.measuring import move_to_view
 from captain_teacher.planners.pick_place import move_aside
@@ -226,8 +227,6 @@ def drawer_or_door(ctx: TeacherContext, op: str, name: str) -> Plan:
     if kind_of(name) == "microwave":
         if op != "close":
             raise PlanError("the teacher only closes microwave doors")
-        from captain_teacher.planners.door import close_door
-
         yield from close_door(ctx, name)
         return
     d = drawer_for_region(ctx.scene, name)

@@ -4,6 +4,7 @@ directions, the error a planner raises when it cannot continue."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import numpy as np
 
 import captain_teacher.cells as cells
+from captain_harness.core.episode.gate import INSIDE_MARGIN_M
 from captain_teacher.boxes import Box, rot_z
 from captain_teacher.context import HEAD, WRIST, Step, TeacherContext
 from captain_teacher.feedback import Feedback
@@ -201,3 +203,22 @@ def printed_measurement(ctx: TeacherContext, key: str) -> dict | None:
         if isinstance(v, dict) and "center" in v:
             return v
     return None
+
+
+def in_box(off: str, yaw: float, half_xy: tuple[float, float]) -> str:
+    """Source of the check that the session's x-y offset ``off`` (m, from a region's centre)
+    lies within the region's half sizes ``half_xy`` (m) along its sides, turned ``yaw`` (rad)."""
+    c, s = math.cos(yaw), math.sin(yaw)
+    hx, hy = half_xy
+    return (f"abs({cells.num(c)} * {off}[0] + {cells.num(s)} * {off}[1]) <= {cells.num(hx)} and "
+            f"abs({cells.num(-s)} * {off}[0] + {cells.num(c)} * {off}[1]) <= {cells.num(hy)}")
+
+
+def inside_walls(var: str, olab: str, dlab: str) -> tuple[str, str]:
+    """For the measurement ``var`` of an object in a container: the source line that prints
+    the object's lowest seen point against the container's measured top, and the check that
+    it lies ``INSIDE_MARGIN_M`` below it (the gate's standard for ``In``)."""
+    low, top = f'{var}["object"]["lowest_point_z_m"]', f'{var}["destination"]["top_z_m"]'
+    shown = (f'print("{olab} inside the {dlab}\'s walls:", round({low}, 4), "<=", round({top}, 4), '
+             f'"- {cells.num(INSIDE_MARGIN_M)}")')
+    return shown, f"{low} <= {top} - {cells.num(INSIDE_MARGIN_M)}"

@@ -91,15 +91,12 @@ def close_door(ctx: TeacherContext, name: str) -> Plan:
         if ctx.front_top is not None:
             hinge_line = (f"hinge = mw_top + {vec(hinge - ctx.front_top)}  # the door's hinge, from the microwave's "
                           "top clicked before")
-            rel = [p - hinge for p in pts]
-            path = ["swing = [hinge + d for d in (" + ", ".join(vec(d) for d in rel) + ")]",
-                    f"start = swing[0] + {vec(start - pts[0])}  # outside the door"]
+            swing = "swing = [hinge + d for d in (" + ", ".join(vec(p - hinge) for p in pts) + ")]"
         else:
             hinge_line = f"hinge = np.array({vec(hinge)})  # the door's hinge"
-            path = ["swing = [np.array(p) for p in (" + ", ".join(vec(p) for p in pts) + ")]",
-                    f"start = swing[0] + {vec(start - pts[0])}  # outside the door"]
+            swing = "swing = [np.array(p) for p in (" + ", ".join(vec(p) for p in pts) + ")]"
         ctx.part_measurements[name] = ("door_open_rad", -MICROWAVE_CLOSED_RAD)
-        lines = [hinge_line, *path,
+        lines = [hinge_line, swing, f"start = swing[0] + {vec(start - pts[0])}  # outside the door",
                  f"q = {vec(q, 4)}  # top-down, closed fingertips {num(DOOR_PUSH_BELOW_TOP_M * 100, 1)} cm below the "
                  "door's top edge",
                  f"r = go(start + [0, 0, 0.12], q, speed={num(st.approach_speed_m_s)})",

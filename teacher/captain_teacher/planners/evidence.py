@@ -35,14 +35,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from captain_harness.core.episode.gate import INSIDE_MARGIN_M
 from captain_harness.core.episode.table_regions import TableRegion
 from captain_teacher.cells import num, vec
 from captain_teacher.context import TeacherContext
 from captain_teacher.fixtures import Drawer, drawer_for_region, drawers
 from captain_teacher.objects import kind_of, label_of
 from captain_teacher.planners.articulated import DRAWER_OPEN_BELOW_M
-from captain_teacher.planners.common import Target, direction_words, names_for, printed_measurement
+from captain_teacher.planners.common import (
+    Target,
+    direction_words,
+    in_box,
+    inside_walls,
+    names_for,
+    printed_measurement,
+)
 from captain_teacher.planners.destinations import Destination
 
 #: How far out (m) a drawer may still measure and count as closed: the handle's depth
@@ -133,7 +139,6 @@ def relation_check(ctx: TeacherContext, var: str, obj: str, dest: Destination, t
                else scene.box(dest.click).center_m[:2])
     corr = center - fixture
     yaw = scene.yaw(dest.click)
-    c, s = math.cos(yaw), math.sin(yaw)
     hx, hy = dest.half_xy_m()
     region = "drawer" if dest.is_drawer(scene) else "inside" if dest.container else "region"
     where = ("at" if float(np.linalg.norm(corr)) < 0.01
@@ -141,18 +146,16 @@ def relation_check(ctx: TeacherContext, var: str, obj: str, dest: Destination, t
     off = f"{var}_off"
     lines = [f'{off} = np.array({var}["object"]["center_xy_m"]) - np.array({var}["destination"]["center_xy_m"]) '
              f"- {vec(corr)}  # from the {region}'s centre, {where} the {dlab}'s measured centre",
-             f"{var}_in = abs({num(c)} * {off}[0] + {num(s)} * {off}[1]) <= {num(hx)} and "
-             f"abs({num(-s)} * {off}[0] + {num(c)} * {off}[1]) <= {num(hy)}"
+             f"{var}_in = {in_box(off, yaw, (hx, hy))}"
              f"  # within the {region}'s {num(2 * hx * 100, 1)} x {num(2 * hy * 100, 1)} cm along the {dlab}'s sides",
              f'print("{olab} in the {dlab}\'s {region}:", {var}_in, np.round({off}, 4).tolist(), '
              f'{var}["resting_height_consistent"])']
     if dest.relation == "in":
         # inside a container: its foot is hidden (by its own walls or the container's), so
         # the gate's standard is the lowest seen point inside the walls, not resting
-        low, top = f'{var}["object"]["lowest_point_z_m"]', f'{var}["destination"]["top_z_m"]'
-        lines.append(f'print("{olab} inside the {dlab}\'s walls:", round({low}, 4), "<=", round({top}, 4), '
-                     f'"- {num(INSIDE_MARGIN_M)}")')
-        check = f"{var}_in and {low} <= {top} - {num(INSIDE_MARGIN_M)}"
+        shown, inside = inside_walls(var, olab, dlab)
+        lines.append(shown)
+        check = f"{var}_in and {inside}"
     else:
         check = f'{var}_in and {var}["resting_height_consistent"]'
     return lines, check, f"the {olab} against the {dlab}'s {region}"

@@ -41,6 +41,8 @@ from captain_teacher.planners.common import (
     Plan,
     Target,
     direction_words,
+    in_box,
+    inside_walls,
     look_and_click,
     pixels,
     short_name,
@@ -49,6 +51,7 @@ from captain_teacher.planners.common import (
 )
 from captain_teacher.planners.destinations import Destination
 from captain_teacher.planners.grasping import back_off_step
+from captain_teacher.planners.measuring import move_to_view
 
 #: Mugs the handle grasp knows, by LIBERO model: the middle of the handle's outer bar in the
 #: mug's body frame (origin at the bottom's middle), and the middle of its round body, m.
@@ -83,16 +86,21 @@ def front_loads(ctx: TeacherContext, obj: str, dest: Destination) -> bool:
     """Whether ``obj`` goes into ``dest`` through a front opening by its handle: a mug
     whose handle the teacher knows, into the microwave."""
     base = obj.rsplit("_", 1)[0]
-    return (dest.spot_m is None and dest.click and kind_of(dest.click) == "microwave"
+    return (dest.spot_m is None and bool(dest.click) and kind_of(dest.click) == "microwave"
             and base in HANDLE_BAR_LOCAL_M)
 
 
+def fingers(heading: float, pitch: float) -> np.ndarray:
+    """Unit direction of fingers pointing along ``heading`` (rad about base z, from the base
+    x axis) and tipped ``pitch`` rad below level (base frame)."""
+    return np.array([math.cos(heading) * math.cos(pitch), math.sin(heading) * math.cos(pitch), -math.sin(pitch)])
+
+
 def level_quat(heading: float, pitch: float) -> np.ndarray:
-    """Tool quaternion (w, x, y, z): fingers pointing along ``heading`` (rad about base z,
-    from the base x axis) and tipped ``pitch`` rad below level, the jaws closing
-    horizontally across that direction; of the two equivalent jaw senses, the one nearer
-    top-down (the wrist turns least)."""
-    z = np.array([math.cos(heading) * math.cos(pitch), math.sin(heading) * math.cos(pitch), -math.sin(pitch)])
+    """Tool quaternion (w, x, y, z): fingers along ``fingers(heading, pitch)``, the jaws
+    closing horizontally across that direction; of the two equivalent jaw senses, the one
+    nearer top-down (the wrist turns least)."""
+    z = fingers(heading, pitch)
     best: tuple[float, np.ndarray] | None = None
     for sign in (1.0, -1.0):
         x = sign * np.array([-math.sin(heading), math.cos(heading), 0.0])
@@ -105,10 +113,10 @@ def level_quat(heading: float, pitch: float) -> np.ndarray:
 
 
 def look_quat(heading: float, pitch: float) -> np.ndarray:
-    """Tool quaternion (w, x, y, z) for a look: fingers along ``heading`` (rad about base z),
-    tipped ``pitch`` rad below level, the jaws closing in the vertical plane (the hand is
-    narrow seen from the side); the wrist camera then sits to the right of the fingers."""
-    z = np.array([math.cos(heading) * math.cos(pitch), math.sin(heading) * math.cos(pitch), -math.sin(pitch)])
+    """Tool quaternion (w, x, y, z) for a look: fingers along ``fingers(heading, pitch)``,
+    the jaws closing in the vertical plane (the hand is narrow seen from the side); the
+    wrist camera then sits to the right of the fingers."""
+    z = fingers(heading, pitch)
     x = np.array([math.cos(heading) * math.sin(pitch), math.sin(heading) * math.sin(pitch), math.cos(pitch)])
     return matrix_to_quat(np.column_stack([x, np.cross(z, x), z]))
 
@@ -162,12 +170,12 @@ def handle_grasp(ctx: TeacherContext, obj: str, dest: Destination) -> Plan:
     for attempt in range(2):
         if ctx.actions_left() < 12 or ctx.requests_left() < 4:
             return
-        if _handle_pixel(ctx, obj) is None:  # the mug's body hides its handle: look from above
-            from captain_teacher.planners.measuring import move_to_view
-
+        found = _handle_pixel(ctx, obj)
+        if found is None:  # the mug's body hides its handle: look from above
             yield from move_to_view(ctx, obj, why=f"The head camera does not see the {label_of(obj)}'s handle past "
                                                   "its body.")
-        planned = _grasp_step(ctx, obj, dest, attempt)
+            found = _handle_pixel(ctx, obj)
+        planned = None if found is None else _grasp_step(ctx, obj, dest, attempt, found)
         if planned is None:
             return
         step, top_pt = planned
@@ -195,13 +203,14 @@ def top_click(ctx: TeacherContext, name: str) -> tuple[str, tuple[float, float],
     return None
 
 
-def _grasp_step(ctx: TeacherContext, obj: str, dest: Destination, attempt: int) -> tuple[Step, np.ndarray] | None:
-    """The request that clicks the handle and the microwave's top, grasps the handle and
-    lifts the mug to the carrying height; also returns the top's clicked point."""
+def _grasp_step(ctx: TeacherContext, obj: str, dest: Destination, attempt: int,
+                found: tuple[str, tuple[float, float]]) -> tuple[Step, np.ndarray] | None:
+    """The request that clicks the handle (``found``: the camera and pixel) and the
+    microwave's top, grasps the handle and lifts the mug to the carrying height; also
+    returns the top's clicked point. None when no camera sees the microwave's top."""
     olab, dlab = label_of(obj), dest.label
-    found = _handle_pixel(ctx, obj)
     top = top_click(ctx, dest.click)
-    if found is None or top is None:
+    if top is None:
         return None
     top_cam, top_uv, top_pt = top
     camera, uv = found
@@ -210,8 +219,7 @@ def _grasp_step(ctx: TeacherContext, obj: str, dest: Destination, attempt: int) 
     body = _local(ctx, obj, BODY_CENTER_LOCAL_M[base])
     heading = math.atan2(*(body[:2] - bar[:2])[::-1])  # from the handle toward the mug's middle
     q_grasp = level_quat(heading, HANDLE_PITCH_RAD)
-    ahead = np.array([math.cos(heading) * math.cos(HANDLE_PITCH_RAD),
-                      math.sin(heading) * math.cos(HANDLE_PITCH_RAD), -math.sin(HANDLE_PITCH_RAD)])
+    ahead = fingers(heading, HANDLE_PITCH_RAD)
     bar_below_top = MUG_HEIGHT_M - HANDLE_BAR_LOCAL_M[base][2]
     yaw = ctx.scene.yaw(dest.click)
     floor_below_top = MICROWAVE_TOP_LOCAL_M[4] - MICROWAVE_FLOOR_LOCAL_Z_M
@@ -262,8 +270,7 @@ def _insert_step(ctx: TeacherContext, obj: str, dest: Destination, top_pt: np.nd
     inside = _local(ctx, dest.click, INSIDE_TCP_LOCAL_XY_M)
     shift = inside[:2] - top_pt[:2]
     u = np.array([math.cos(into), math.sin(into)])
-    ahead = np.array([u[0] * math.cos(HANDLE_PITCH_RAD), u[1] * math.cos(HANDLE_PITCH_RAD),
-                      -math.sin(HANDLE_PITCH_RAD)])
+    ahead = fingers(into, HANDLE_PITCH_RAD)
     bar_z = HANDLE_BAR_LOCAL_M[obj.rsplit("_", 1)[0]][2]
     lines = [
         f"q = {vec(q_in, 4)}  # fingers into the {dlab}, so the {olab} leads",
@@ -357,17 +364,15 @@ def look_inside(ctx: TeacherContext, obj: str, dest: Destination, part: str, var
     region_c = dest.region_center_m(ctx.scene)
     shift = region_c[:2] - top_pt[:2]
     hx, hy = dest.half_xy_m()
-    c, s = math.cos(yaw), math.sin(yaw)
+    shown, inside_check = inside_walls("ins", olab, dlab)
     lines = [*found[1], home, cells_measure("ins", ov, dv),
              f'ins_off = np.array(ins["object"]["center_xy_m"]) - (mw_top[:2] + {vec(shift)})  # from the heating '
              f"region's centre, located from the {dlab}'s top clicked before",
-             f"ins_in = abs({num(c)} * ins_off[0] + {num(s)} * ins_off[1]) <= {num(hx)} and "
-             f"abs({num(-s)} * ins_off[0] + {num(c)} * ins_off[1]) <= {num(hy)}  # within its "
+             f"ins_in = {in_box('ins_off', yaw, (hx, hy))}  # within its "
              f"{num(2 * hx * 100, 1)} x {num(2 * hy * 100, 1)} cm",
              f'print("{olab} in the {dlab}\'s heating region:", ins_in, np.round(ins_off, 4).tolist())',
-             f'print("{olab} inside the {dlab}\'s walls:", round(ins["object"]["lowest_point_z_m"], 4), "<=", '
-             'round(ins["destination"]["top_z_m"], 4), "- 0.02")',
-             f'{var} = ins_in and ins["object"]["lowest_point_z_m"] <= ins["destination"]["top_z_m"] - 0.02\n'
+             shown,
+             f'{var} = ins_in and {inside_check}\n'
              f'print("inside before shutting:", {var})']
     fb = yield Step(f"From here the wrist camera sees the {olab} inside the {dlab}. I'll click both, move the hand "
                     f"back out of the way, and measure the {olab} against the heating region, located from the "

@@ -8,17 +8,10 @@ import numpy as np
 def look_down_with_the_wrist(driver, target_base: np.ndarray, height_m: float = 0.36) -> None:
     """Put the arm (simulator write, test only) where the wrist camera looks straight down at
     ``target_base`` (base frame, metres) from ``height_m``, as a policy's final check does."""
-    from captain_harness.core.kinematics import Kinematics
-    from captain_perception.robot_mask_score import set_pose
-
-    kin = Kinematics(driver.description())
     T = np.eye(4)
     T[:3, :3] = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])  # jaw along y, pointing down
     T[:3, 3] = [target_base[0], target_base[1], height_m]
-    s = driver.scene
-    ik = kin.solve_ik(T, np.asarray(s.data.qpos[s.arm_qpos], float), restarts=8)
-    assert ik.success, ik.reason
-    set_pose(driver, ik.q, 0.04)
+    pose_tool(driver, T, 0.04)
 
 
 def pose_tool(driver, T_base_tool: np.ndarray, finger_m: float = 0.0) -> None:
