@@ -60,12 +60,16 @@ DEFAULT_SHAPE = ((0.0, 0.0, 0.03), (0.04, 0.04, 0.03), True)
 TILTED_DEG = 25.0
 #: A can, bottle or carton whose upright axis leans more than this lies on its side, degrees.
 LYING_DEG = 45.0
-#: Fixtures seen as several boxes when they may hide something (centre offset from the
+#: Things seen as several boxes when they may hide something (centre offset from the
 #: body's origin and half sizes, in the body's frame, metres): the stove is a low plate
 #: with a knob's stand at its back, not the box of ``SHAPES`` that spans both (an object on
-#: its plate would be inside that box, hidden from every camera).
+#: its plate would be inside that box, hidden from every camera); a moka pot is its body,
+#: its spout and its handle (the box of ``SHAPES`` spans all three and hides the stove's
+#: plate between two pots from a camera beside them). From the simulator's model.
 PART_BOXES: dict[str, tuple[tuple[tuple[float, float, float], tuple[float, float, float]], ...]] = {
     "stove": (((0.158, 0.0, 0.0), (0.087, 0.095, 0.0255)), ((0.0, 0.0, 0.018), (0.05, 0.03, 0.038))),
+    "moka_pot": (((0.0, 0.0, 0.002), (0.04, 0.04, 0.069)), ((0.0, -0.048, 0.045), (0.008, 0.012, 0.02)),
+                 ((0.0, 0.06, 0.03), (0.009, 0.02, 0.045))),
 }
 #: Kinds clicked on the wall of their body around the origin (radius, m), below a lid whose
 #: knob is a region of its own, clear of the handle and spout their box includes.

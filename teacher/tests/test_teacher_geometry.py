@@ -160,3 +160,62 @@ def test_the_stove_hides_only_behind_its_plate_and_its_knob_stand() -> None:
     stand = scene.part_boxes("flat_stove_1")[1]
     behind = stand.center_m + np.array([-0.08, 0.0, -0.02])  # on the table behind the stand
     assert any(b.ray_hit(head.position_m, behind) for b in scene.occluders([]))
+
+
+def _pots_on_the_stove():
+    """The scene of libero_10/8 state 11 after the teacher set both moka pots on the stove
+    (world poses from that episode)."""
+    from captain_backends.core.snapshot import ObjectPose, SimSnapshot
+    from captain_teacher.scene import SceneView
+
+    T_world_base = np.array([[1.0, 0, 0, -0.66], [0, 1.0, 0, 0.0], [0, 0, 1.0, 0.912], [0, 0, 0, 1.0]])
+    objects = {"flat_stove_1": ObjectPose((-0.2023, -0.1942, 0.905), (1.0, 0.0, 0.0, 0.0)),
+               "moka_pot_1": ObjectPose((-0.1064, -0.1717, 0.9966), (1.0, 0.0, 0.0, 0.0)),
+               "moka_pot_2": ObjectPose((0.0014, -0.1708, 0.9966), (0.0, 0.0, 0.0, 1.0))}
+    return SceneView(SimSnapshot(0.0, (-0.2, 0.0, 1.17), 1.0, objects, dict(objects), (), "", "", None),
+                     T_world_base)
+
+
+def test_the_stove_plate_between_two_moka_pots_is_seen_from_beside_them() -> None:
+    """A moka pot hides behind its body, spout and handle, not behind one box spanning all
+    three: from the wrist camera beside the pots the stove's plate shows between and beside
+    them (with the single box every plate point far from the pots was hidden, so the teacher
+    found no camera that saw both pots and the stove and measured the second pot in the
+    head image, where it is one region with the stove); under a pot's body it stays hidden."""
+    from types import SimpleNamespace
+
+    from captain_teacher.planners.verify import _away_points
+
+    scene = _pots_on_the_stove()
+    K = np.array([[618.0, 0.0, 255.5], [0.0, 618.0, 255.5], [0.0, 0.0, 1.0]])
+    eye = np.array([0.544, -0.05, 0.42])  # the wrist camera, tool at the first view beside the pots
+    wrist = CameraModel("robot0_eye_in_hand", K, _look_at(eye, eye + np.array([0.001, 0.0, -1.0])))
+    head = CameraModel("agentview", K, _look_at(np.array([1.319, 0.0, 0.698]), scene.box("flat_stove_1").center_m))
+    ctx = SimpleNamespace(scene=scene, cameras={"agentview": head})
+    for name in ("moka_pot_1", "moka_pot_2"):
+        assert scene.visible_points(name, wrist), name
+        away = _away_points(ctx, "flat_stove_1", name)  # the stove's plate clear of this pot
+        assert away is not None and scene.click("flat_stove_1", wrist, away) is not None, name
+    under = scene.position("moka_pot_1").copy()
+    under[2] = scene.box("moka_pot_1").bottom_z_m
+    assert not scene.visible_points("flat_stove_1", wrist, under[None])
+
+
+def test_tall_objects_on_a_region_are_looked_at_from_beside_them() -> None:
+    """The final look at moka pots on the stove: from 12 cm beside the pot nearest the
+    robot's middle (from 5 cm its lid hides its foot, and resting cannot be measured), then
+    the usual views above the stove; a short object on a region gets the usual views."""
+    from types import SimpleNamespace
+
+    from captain_teacher.planners.destinations import Destination
+    from captain_teacher.planners.verify import BESIDE_VIEWS_M, Relation, _beside_views
+
+    ctx = SimpleNamespace(scene=_pots_on_the_stove())
+    stove = Destination("flat_stove_1_cook_region", "flat_stove_1", "on", container=False, region=True)
+    views = _beside_views(ctx, [Relation("moka_pot_1", stove), Relation("moka_pot_2", stove)])
+    assert views is not None and len(views) == len(BESIDE_VIEWS_M) + 3
+    nearest_y = max(ctx.scene.box(n).center_m[1] for n in ("moka_pot_1", "moka_pot_2"))  # the stove is at -y
+    assert views[0][1] == pytest.approx(nearest_y + BESIDE_VIEWS_M[0][0])
+    assert views[0][2] == pytest.approx(ctx.scene.box("flat_stove_1").top_z_m + BESIDE_VIEWS_M[0][1])
+    basket = Destination("basket_1_contain_region", "basket_1", "in", container=True, region=True)
+    assert _beside_views(ctx, [Relation("moka_pot_1", basket)]) is None

@@ -109,13 +109,23 @@ def print_geometry(var: str, key: str, with_yaw: bool = False) -> str:
             f'"radius": {key}["footprint"]["radius_m"]{yaw}}})')
 
 
+#: The usual wrist views of an object: (height above its top, back toward the robot), m.
+ABOVE_VIEWS_M = ((0.22, 0.06), (0.18, 0.12), (0.26, 0.16))
+
+
+def above_views(ctx: TeacherContext, name: str) -> list[np.ndarray]:
+    """Tool positions (base frame, m) from which the wrist camera looks down on ``name``
+    (``ABOVE_VIEWS_M``), in the order to try them."""
+    return [view_pose_above(ctx, name, h, back) for h, back in ABOVE_VIEWS_M]
+
+
 def move_to_view(ctx: TeacherContext, name: str, why: str = "", views: Sequence[np.ndarray] | None = None) -> Plan:
     """Move the hand above an object so the wrist camera looks down on it (a few
     viewpoints, the first reachable one). ``why``: the reasoning's first sentence (default:
     the head camera does not see it cleanly); ``views``: the tool positions to try, base
     frame, m (default: above the object's box)."""
     if views is None:
-        views = [view_pose_above(ctx, name, h, back) for h, back in ((0.22, 0.06), (0.18, 0.12), (0.26, 0.16))]
+        views = above_views(ctx, name)
     ctx.tcp_quaternion = TOP_DOWN.copy()
     options = ", ".join(vec(p) for p in views)
     why = why or f"The head camera does not give a clean view of the {label_of(name)} from here."

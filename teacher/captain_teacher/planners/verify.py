@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +26,7 @@ from captain_teacher.planners.common import (
 from captain_teacher.planners.destinations import Destination
 from captain_teacher.planners.evidence import part_evidence, relation_check
 from captain_teacher.planners.front_load import front_loads, look_inside
-from captain_teacher.planners.measuring import move_to_view
+from captain_teacher.planners.measuring import above_views, move_to_view
 from captain_teacher.scene import HOLLOW_KINDS
 
 #: The TASK.md tolerance on the measured centre distance of a relation, m.
@@ -207,15 +207,13 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], parts:
         found = None
         if from_above and relations:
             look = next((i for i, (ov, _, _) in enumerate(pairs) if ov == one_region), 0)
-            yield from move_to_view(ctx, relations[look].dest.click, why=from_above)
-            each = look_and_click_each(ctx, groups, [WRIST if i == look else HEAD for i in range(len(groups))])
+            each = yield from _look_from_above(ctx, pairs, groups, look, from_above)
             found = (WRIST, each) if each is not None else None
         found = found or look_and_click(ctx, flat, prefer=HEAD)
         if found is None and relations and not from_above:
             # from above the first relation the head camera does not see
             look = next((i for i, g in enumerate(groups[:len(pairs)]) if not seen_by(ctx, g, HEAD)), 0)
-            yield from move_to_view(ctx, relations[look].dest.click)
-            each = look_and_click_each(ctx, groups, [WRIST if i == look else HEAD for i in range(len(groups))])
+            each = yield from _look_from_above(ctx, pairs, groups, look)
             found = ((WRIST, each) if each is not None else
                      look_and_click(ctx, flat, prefer=WRIST) or look_and_click(ctx, flat, prefer=HEAD))
         if found is not None:
@@ -284,6 +282,49 @@ def verify_and_finish(ctx: TeacherContext, relations: Sequence[Relation], parts:
                      f"(relations to objects within the {tol}).")
     fb = yield Step(reasoning, ["\n".join(lines)])
     return fb
+
+
+#: An object at least this tall (m) standing on a region is looked at from beside it: from
+#: straight above its top hides its foot (a moka pot's lid overhangs its body), and whether
+#: it rests on the region cannot be seen.
+TALL_ON_REGION_M = 0.08
+#: Tool positions for that look: (sideways from the tall object nearest the robot's middle,
+#: further toward the middle; height above the fixture's top), m. From 5 cm beside a moka
+#: pot its foot is hidden; from 12 cm the wrist camera sees it, and the stove beyond.
+BESIDE_VIEWS_M = ((0.12, 0.28), (0.15, 0.28))
+
+
+def _beside_views(ctx: TeacherContext, rels: Sequence[Relation]) -> list[np.ndarray] | None:
+    """Tool positions (base frame, m) from which the wrist camera sees the tall objects of
+    ``rels`` (relations into one region) from the side, then the usual ones above the
+    region's fixture; None (the usual ones) when none of them is tall."""
+    rel = rels[0]
+    if not rel.dest.region or rel.dest.container:
+        return None
+    boxes = [ctx.scene.box(r.obj) for r in rels]
+    tall = [b.center_m for b in boxes if 2.0 * float(b.half_m[2]) >= TALL_ON_REGION_M]
+    if not tall:
+        return None
+    box = ctx.scene.box(rel.dest.click)
+    toward_middle = -1.0 if box.center_m[1] > 0.0 else 1.0
+    nearest = max(float(c[1]) * toward_middle for c in tall) * toward_middle
+    beside = [np.array([box.center_m[0] - 0.06, nearest + toward_middle * side, box.top_z_m + h])
+              for side, h in BESIDE_VIEWS_M]
+    return beside + above_views(ctx, rel.dest.click)
+
+
+def _look_from_above(ctx: TeacherContext, pairs: Sequence[tuple[str, str, Relation]],
+                     groups: Sequence[Sequence[Target]], look: int, why: str = ""
+                     ) -> Generator[Step, Feedback, list[str] | None]:
+    """Move the wrist camera to look at relation ``look``'s destination (``_beside_views``)
+    and click its group there; the other relations into the same destination too (the
+    second moka pot on the stove: the head camera sees it as one region with the stove),
+    the rest where the head camera sees them. None when some group is seen by no camera."""
+    rel = pairs[look][2]
+    into = [i for i, (_, _, other) in enumerate(pairs) if other.dest.click == rel.dest.click]
+    views = _beside_views(ctx, [rel] + [pairs[i][2] for i in into if i != look])
+    yield from move_to_view(ctx, rel.dest.click, why=why, views=views)
+    return look_and_click_each(ctx, groups, [WRIST if i == look or i in into else HEAD for i in range(len(groups))])
 
 
 def _dedupe(targets: Sequence[Target]) -> list[Target]:

@@ -89,6 +89,7 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
         xs = P[0][sl]
         ys = P[1][sl]
         tried: list[float] = []
+        cut_at: float | None = None  # the face bodies were cut from (see below)
         # the most common heights first (the bowl's own floor may outnumber the stove's top)
         for k in np.argsort(-hist, kind="stable")[:p.supported_faces]:
             if hist[k] < min_px // 2:
@@ -96,6 +97,8 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
             near = (zf >= edges[max(k - 1, 0)]) & (zf <= edges[min(k + 2, len(edges) - 1)])
             z_face = float(np.median(zf[near]))
             if any(abs(z_face - t) < 2 * p.supported_band_m for t in tried):
+                continue
+            if cut_at is not None and z_face > cut_at - p.dish_body_min_height_m:
                 continue
             tried.append(z_face)
             face = flat & (np.abs(z - z_face) < p.supported_band_m)
@@ -126,7 +129,7 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
                 tall_only = replace(p, supported_min_height_m=p.dish_body_min_height_m)
                 bodies = _bodies_on_face(piece, face, z_face, xs, ys, z, tall_only, min_px, gap2_m2=gap2_m2[sl])
             else:
-                if idx in holders:  # tops of bodies were cut away: the rest is their container
+                if idx in holders and cut_at is None:  # tops of bodies were cut away: the rest is their container
                     continue
                 above = z_face - table_height_m if lab is not None and table_height_m is not None else None
                 tall = above is not None and above > p.raised_face_min_height_m
@@ -136,9 +139,17 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
             for body in bodies:
                 labels[sl][body] = next_label
                 next_label += 1
-            if bodies:
-                holders.add(idx)
+                piece &= ~body
+                flat &= ~body
+            if not bodies:
+                continue
+            holders.add(idx)
+            if cut_at is not None:
                 break
+            # the face may be the top of a tall body standing on a lower support in the same
+            # piece (a moka pot's lid, its knob cut away, the pot on the stove): a face at
+            # least a tall body's height (``dish_body_min_height_m``) lower is tried next
+            cut_at = z_face
     return holders
 
 
