@@ -90,7 +90,14 @@ class RegionParams:
             hull in the image; bodies on it rising ``dish_body_min_height_m`` are then cut
             apart along depth breaks (``region_split.split_supported``), m^2.
         wide_face_min_solidity: see ``supported_face_min_area_m2`` (a basket's rim, a thin
-            ring, fills under a tenth of its hull).
+            ring, fills under a tenth of its hull). Such a face no higher than a dish (an
+            open drawer's floor seen from above, the cabinet around it) holds only bodies
+            it surrounds in the image: ``enclosed_min_share`` of the pixels just outside
+            the body's outline are at the face's height (``region_split._enclosed_bodies``),
+            whatever the face's solidity (the body itself leaves a hole in it).
+        enclosed_min_share: see ``wide_face_min_solidity``.
+        enclosed_margin_m: such a body is looked for this far inside the face's outline in
+            x-y (its walls stand at the outline), metres.
         contained_coverage: share of the directions around a body lying in a container
             in which the container's points lie.
         contained_depth_m: the rest of a piece reaches at least this far below a face for the
@@ -160,6 +167,8 @@ class RegionParams:
     supported_face_share: float = 0.1
     supported_face_min_area_m2: float = 0.01
     wide_face_min_solidity: float = 0.5
+    enclosed_min_share: float = 0.6
+    enclosed_margin_m: float = 0.01
     contained_coverage: float = 0.75
     contained_gap_m: float = 0.015
     contained_depth_m: float = 0.01

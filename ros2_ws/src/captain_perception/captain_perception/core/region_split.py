@@ -9,7 +9,11 @@ body is cut away. A face too small for a support may still be such a top (a box 
 basket seen from above: its top is all the camera sees of it). On a support's top above
 the table, a body of another colour that joins the support's sides in the image (a
 bottle near the cabinet's front edge, a moka pot on the stove) is cut away above the face
-and grown back down within its own footprint.
+and grown back down within its own footprint. A face bodies were cut from may be the top of
+a tall body standing on a lower support of the same piece (a moka pot's lid, its knob cut
+away, the pot on the stove): a face a tall body's height lower is tried next. A wide floor
+low in a large piece (an open drawer's floor seen from above, the cabinet around it) gives
+up the bodies it surrounds in the image (a bowl in the drawer, touching its side wall).
 
 Frames: points and normals in the robot base frame (z up), metres.
 """
@@ -43,7 +47,10 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
     smaller area than the face. A bowl's own floor is surrounded by its wall (the wall is
     not smaller than the floor), so a single object is left whole. When no part rests on
     the face, the face may be the top of a body lying inside the rest of the piece (a box
-    in a bowl, ``_top_inside``); that body is cut away instead.
+    in a bowl, ``_top_inside``); that body is cut away instead. After a cut, faces at least
+    ``dish_body_min_height_m`` lower are tried too (the cut face was a tall body's top).
+    A wide face (``supported_face_min_area_m2``) no higher than a dish above the table
+    that cut nothing gives up the bodies it surrounds in the image (``_enclosed_bodies``).
 
     Args:
         labels: (h, w) int32 piece labels (0 = none), relabelled in place.
@@ -117,17 +124,18 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
                     holders.add(idx)
                     continue
                 raised = table_height_m is not None and z_face - table_height_m > p.dish_max_height_m
-                if gap2_m2 is None or not raised or int(face.sum()) < min_px or idx in holders \
+                if not raised or gap2_m2 is None or int(face.sum()) < min_px or idx in holders \
                         or _footprint_m2(face, xs, ys) < p.supported_face_min_area_m2 \
                         or _solidity(face) < p.wide_face_min_solidity:
-                    continue
-                # a wide, solid, raised floor that is a small share of a large piece (the
-                # microwave's floor seen through its open front; not a basket's rim, a thin
-                # ring): tall bodies standing on it (``dish_body_min_height_m``, as on a dish),
-                # apart from the rest along depth breaks (in the image the mug touches the
-                # back wall 10 cm behind it)
-                tall_only = replace(p, supported_min_height_m=p.dish_body_min_height_m)
-                bodies = _bodies_on_face(piece, face, z_face, xs, ys, z, tall_only, min_px, gap2_m2=gap2_m2[sl])
+                    bodies = []
+                else:
+                    # a wide, solid, raised floor that is a small share of a large piece (the
+                    # microwave's floor seen through its open front; not a basket's rim, a thin
+                    # ring): tall bodies standing on it (``dish_body_min_height_m``, as on a
+                    # dish), apart from the rest along depth breaks (in the image the mug
+                    # touches the back wall 10 cm behind it)
+                    tall_only = replace(p, supported_min_height_m=p.dish_body_min_height_m)
+                    bodies = _bodies_on_face(piece, face, z_face, xs, ys, z, tall_only, min_px, gap2_m2=gap2_m2[sl])
             else:
                 if idx in holders and cut_at is None:  # tops of bodies were cut away: the rest is their container
                     continue
@@ -136,6 +144,12 @@ def split_supported(labels: np.ndarray, P: np.ndarray, N: np.ndarray, params: Re
                 dish = above is not None and p.dish_min_height_m < above < p.dish_max_height_m
                 bodies = _bodies_on_face(piece, face, z_face, xs, ys, z, p, min_px,
                                          lab[sl] if lab is not None and (tall or dish) else None, dish)
+            if not bodies and gap2_m2 is not None and table_height_m is not None and idx not in holders \
+                    and z_face - table_height_m <= p.dish_max_height_m and int(face.sum()) >= min_px \
+                    and _footprint_m2(face, xs, ys) >= p.supported_face_min_area_m2:
+                # a wide floor low in a large piece (an open drawer's floor seen from above, the
+                # cabinet around it; whatever its share of the piece): bodies it surrounds
+                bodies = _enclosed_bodies(piece, face, z_face, xs, ys, z, p, min_px, gap2_m2[sl])
             for body in bodies:
                 labels[sl][body] = next_label
                 next_label += 1
@@ -166,7 +180,7 @@ def _bodies_on_face(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.n
     if gap2_m2 is not None:
         # the face's height band next to it, whatever the normals (they turn near a crease,
         # so a ring of the floor round a body's foot is not counted as face)
-        band = np.abs(np.nan_to_num(z, nan=np.inf) - z_face) < p.supported_band_m
+        band = _band(z, z_face, p)
         near = cv2.dilate(face.astype(np.uint8), np.ones((7, 7), np.uint8)).astype(bool)
         rest &= ~(band & near)
     n_parts, parts = _parts(rest, xs, ys, z, gap2_m2)
@@ -198,6 +212,51 @@ def _bodies_on_face(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.n
         out = _tops_inside(face, z_face, rest, xs, ys, z, p, min_px)
     if not out and raised_lab is not None:
         out = _raised_bodies(piece, rest, face_hull, z_face, xs, ys, z, raised_lab, p, min_px, dish)
+    return out
+
+
+def _enclosed_bodies(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.ndarray, ys: np.ndarray,
+                     z: np.ndarray, p: RegionParams, min_px: int, gap2_m2: np.ndarray) -> list[np.ndarray]:
+    """Bodies standing on a wide floor low in a large piece that the floor surrounds in the
+    image (a bowl in an open drawer seen from above; it may touch the drawer's side wall).
+
+    The rest of the piece (without the face's height band) within the floor's outline in
+    x-y, ``enclosed_margin_m`` clear of it (the floor's own walls stand at its outline), falls
+    apart along depth breaks. A part is a body when it rests on the floor (its lowest point
+    near it), rises ``supported_min_height_m`` above it, covers a clearly smaller footprint
+    than the floor (``supported_area_ratio``) and at least ``enclosed_min_share`` of the
+    pixels just outside it lie at the floor's height; it is then grown back to the rest's
+    pixels within its own footprint that join it (its rim where it touches a wall)."""
+    band = _band(z, z_face, p)
+    rest = piece & ~face & ~band
+    face_xy = _xy_of(face, xs, ys)
+    if len(face_xy) < 3:
+        return []
+    ry, rx = np.nonzero(rest & np.isfinite(z))
+    inner = np.zeros_like(rest)
+    inner[ry, rx] = _inside_xy(np.stack([xs[ry, rx], ys[ry, rx]], -1), face_xy, -p.enclosed_margin_m)
+    n_parts, parts = _parts(inner, xs, ys, z, gap2_m2)
+    face_area = float(cv2.contourArea(cv2.convexHull(face_xy.astype(np.float32))))
+    out = []
+    for j in range(1, n_parts):
+        part = parts == j
+        zp = z[part]
+        zp = zp[np.isfinite(zp)]
+        if zp.size < min_px:
+            continue
+        if abs(float(np.percentile(zp, 2)) - z_face) > p.supported_contact_m \
+                or float(np.percentile(zp, 98)) < z_face + p.supported_min_height_m:
+            continue
+        pxy = _xy_of(part, xs, ys)
+        if float(cv2.contourArea(cv2.convexHull(pxy.astype(np.float32)))) > p.supported_area_ratio * face_area:
+            continue
+        if not _surrounded(part, face | band, p):
+            continue
+        within = np.zeros_like(rest)
+        within[ry, rx] = _inside_xy(np.stack([xs[ry, rx], ys[ry, rx]], -1), pxy, 0.0)
+        _, grown = cv2.connectedComponents((part | within).astype(np.uint8), connectivity=8)
+        keep = np.unique(grown[part])
+        out.append(np.isin(grown, keep[keep > 0]))
     return out
 
 
@@ -364,6 +423,19 @@ def _parts(mask: np.ndarray, xs: np.ndarray, ys: np.ndarray, z: np.ndarray, gap2
     return n, parts
 
 
+def _band(z: np.ndarray, z_face: float, p: RegionParams) -> np.ndarray:
+    """Pixels within ``supported_band_m`` of the face's height, whatever their normals."""
+    return np.abs(np.nan_to_num(z, nan=np.inf) - z_face) < p.supported_band_m
+
+
+def _surrounded(part: np.ndarray, around: np.ndarray, p: RegionParams) -> bool:
+    """Whether at least ``enclosed_min_share`` of the pixels in a 5-pixel ring just outside
+    ``part`` are ``around``."""
+    ring = cv2.dilate(part.astype(np.uint8), np.ones((11, 11), np.uint8)).astype(bool) & ~part
+    n = int(ring.sum())
+    return n > 0 and float((ring & around).sum()) >= p.enclosed_min_share * n
+
+
 def _solidity(mask: np.ndarray) -> float:
     """Share of its convex hull (image pixels) a mask fills."""
     ys, xs = np.nonzero(mask)
@@ -393,14 +465,17 @@ def _centre_over(xy: np.ndarray, hull: np.ndarray) -> bool:
 
 def _inside_xy(xy: np.ndarray, outline_xy: np.ndarray, margin_m: float) -> np.ndarray:
     """Which points ``xy`` (n, 2) lie within ``margin_m`` of the convex hull of ``outline_xy``
-    (m, 2), x and y in metres (rasterised at 1 mm)."""
-    lo = outline_xy.min(0) - margin_m - 0.002
-    cells = np.ceil((outline_xy.max(0) + margin_m + 0.002 - lo) / 0.001).astype(int) + 1
+    (m, 2), x and y in metres (rasterised at 1 mm); a negative ``margin_m``: at least that
+    far inside it."""
+    pad = abs(margin_m) + 0.002
+    lo = outline_xy.min(0) - pad
+    cells = np.ceil((outline_xy.max(0) + pad - lo) / 0.001).astype(int) + 1
     grid = np.zeros((int(cells[1]), int(cells[0])), np.uint8)
     hull = cv2.convexHull(((outline_xy - lo) / 0.001).astype(np.int32))
     cv2.fillConvexPoly(grid, hull, 1)
-    r = max(1, round(margin_m / 0.001))
-    grid = cv2.dilate(grid, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1)))
+    r = max(1, round(abs(margin_m) / 0.001))
+    disc = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1))
+    grid = cv2.erode(grid, disc) if margin_m < 0 else cv2.dilate(grid, disc)
     ij = np.floor((xy - lo) / 0.001).astype(int)
     ok = (ij[:, 0] >= 0) & (ij[:, 1] >= 0) & (ij[:, 0] < grid.shape[1]) & (ij[:, 1] < grid.shape[0])
     out = np.zeros(len(xy), bool)
