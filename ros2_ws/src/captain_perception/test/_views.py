@@ -25,3 +25,25 @@ def pose_tool(driver, T_base_tool: np.ndarray, finger_m: float = 0.0) -> None:
     ik = kin.solve_ik(np.asarray(T_base_tool, float), np.asarray(s.data.qpos[s.arm_qpos], float), restarts=8)
     assert ik.success, ik.reason
     set_pose(driver, ik.q, finger_m)
+
+
+def perceive(driver, out_dir):
+    """The perception primitives on ``driver`` behind the policy API, and a fresh
+    observation: ``(api, perception, observation_handle)``."""
+    from captain_harness.core.api import RobotAPI
+    from captain_perception.core.primitives import Perception
+
+    perception = Perception(driver, out_dir)
+    api = RobotAPI()
+    api.register_object(perception)
+    return api, perception, api.call("observe").result["value"]["observation_handle"]
+
+
+def click(api, perception, handle: str, camera: str, x: int, y: int, label: str) -> tuple[str, np.ndarray]:
+    """``mark_point`` on pixel (``x``, ``y``) of a 512 x 512 image: the detection id and its
+    full-image mask (asserts that the click succeeded)."""
+    out = api.call("mark_point", (handle, camera, (x + 0.5) / 512, (y + 0.5) / 512),
+                   {"label": label, "granularity": "object"}).result
+    assert out["success"], out["message"]
+    det = out["value"]["detection_id"]
+    return det, perception.store.detection(det).mask.full()

@@ -16,11 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _views import pose_tool
-
-from captain_harness.core.api import RobotAPI
-from captain_harness.core.geometry import quat_to_matrix
-from captain_perception.core.primitives import Perception
+from _views import click, look_down_with_the_wrist, perceive
 
 pytestmark = pytest.mark.sim
 
@@ -53,25 +49,11 @@ def in_drawer(tmp_path_factory):
     adr, _ = arrange._free_joint(driver, BOWL)
     s.data.qpos[adr + 3:adr + 7] = BOWL_QUAT
     arrange.settle(driver, 1.0)
-    T = np.eye(4)
-    T[:3, :3] = quat_to_matrix(np.array([0.0, 2**-0.5, 2**-0.5, 0.0]))  # fingers straight down
-    T[:3, 3] = TOOL_M
-    pose_tool(driver, T, finger_m=0.04)  # the jaws open, as after the release
-    perception = Perception(driver, tmp_path_factory.mktemp("drawer"))
-    api = RobotAPI()
-    api.register_object(perception)
-    handle = api.call("observe").result["value"]["observation_handle"]
+    look_down_with_the_wrist(driver, np.array(TOOL_M[:2]), TOOL_M[2])  # the jaws open, as after the release
+    api, perception, handle = perceive(driver, tmp_path_factory.mktemp("drawer"))
     yield api, perception, handle, truth, truth.segmentation(WRIST)
     truth.close()
     driver.shutdown()
-
-
-def _click(api, perception, handle, x: int, y: int, label: str) -> tuple[str, np.ndarray]:
-    out = api.call("mark_point", (handle, WRIST, (x + 0.5) / 512, (y + 0.5) / 512),
-                   {"label": label, "granularity": "object"}).result
-    assert out["success"], out["message"]
-    det = out["value"]["detection_id"]
-    return det, perception.store.detection(det).mask.full()
 
 
 def test_bowl_in_the_open_drawer_is_its_own_region(in_drawer):
@@ -79,12 +61,12 @@ def test_bowl_in_the_open_drawer_is_its_own_region(in_drawer):
     bowl, cabinet = truth.object_mask(seg, BOWL), truth.object_mask(seg, CABINET)
     assert bowl.sum() > 5000 and cabinet.sum() > 50000
     ys, xs = np.nonzero(bowl)
-    b, b_region = _click(api, perception, handle, int(np.median(xs)), int(np.percentile(ys, 20)), "bowl")
+    b, b_region = click(api, perception, handle, WRIST, int(np.median(xs)), int(np.percentile(ys, 20)), "bowl")
     iou = float((b_region & bowl).sum() / (b_region | bowl).sum())
     assert iou > 0.8, f"bowl IoU {iou:.3f} with its true pixels"
     # the cabinet's top, far from the drawer: the cabinet's region, without the bowl
     cy, cx = np.nonzero(cabinet & (np.arange(512)[None, :] < xs.min() - 60))
-    c, c_region = _click(api, perception, handle, int(np.median(cx)), int(np.median(cy)), "cabinet")
+    c, c_region = click(api, perception, handle, WRIST, int(np.median(cx)), int(np.median(cy)), "cabinet")
     assert (b_region & c_region).sum() < 0.05 * b_region.sum()
     out = api.call("measure_object_geometry", (b, c)).result
     assert out["success"], out["message"]

@@ -16,10 +16,7 @@ import math
 
 import numpy as np
 import pytest
-from _views import pose_tool
-
-from captain_harness.core.api import RobotAPI
-from captain_perception.core.primitives import Perception
+from _views import click, perceive, pose_tool
 
 pytestmark = pytest.mark.sim
 
@@ -51,21 +48,10 @@ def inside(tmp_path_factory):
     T[:3, :3] = np.column_stack([jaws, np.cross(fingers, jaws), fingers])
     T[:3, 3] = [0.61, 0.03, 0.11]
     pose_tool(driver, T)
-    perception = Perception(driver, tmp_path_factory.mktemp("front"))
-    api = RobotAPI()
-    api.register_object(perception)
-    handle = api.call("observe").result["value"]["observation_handle"]
+    api, perception, handle = perceive(driver, tmp_path_factory.mktemp("front"))
     yield api, perception, handle, truth, truth.segmentation(WRIST)
     truth.close()
     driver.shutdown()
-
-
-def _click(api, perception, handle, x: int, y: int, label: str) -> tuple[str, np.ndarray]:
-    out = api.call("mark_point", (handle, WRIST, (x + 0.5) / 512, (y + 0.5) / 512),
-                   {"label": label, "granularity": "object"}).result
-    assert out["success"], out["message"]
-    det = out["value"]["detection_id"]
-    return det, perception.store.detection(det).mask.full()
 
 
 def test_mug_in_the_microwave_is_its_own_region(inside):
@@ -74,14 +60,14 @@ def test_mug_in_the_microwave_is_its_own_region(inside):
     assert mug.sum() > 3000 and mw.sum() > 20000
     ys, xs = np.nonzero(mug)
     k = int(np.argmin((xs - np.median(xs)) ** 2 + (ys - np.percentile(ys, 30)) ** 2))  # on the body, above the handle
-    m, m_region = _click(api, perception, handle, int(xs[k]), int(ys[k]), "mug")
+    m, m_region = click(api, perception, handle, WRIST, int(xs[k]), int(ys[k]), "mug")
     iou = float((m_region & mug).sum() / (m_region | mug).sum())
     assert iou > 0.9, f"mug IoU {iou:.3f} with its true pixels"
     # the back wall, away from the mug: the microwave's region, without the mug
     wall = mw & (np.abs(np.arange(512)[None, :] - np.median(xs)) > 0.6 * (xs.max() - xs.min())) \
         & (np.arange(512)[:, None] < np.percentile(ys, 50))
     wy, wx = np.nonzero(wall)
-    w, w_region = _click(api, perception, handle, int(wx[len(wx) // 2]), int(wy[len(wy) // 2]), "microwave")
+    w, w_region = click(api, perception, handle, WRIST, int(wx[len(wx) // 2]), int(wy[len(wy) // 2]), "microwave")
     assert (m_region & w_region).sum() < 0.05 * m_region.sum()
     out = api.call("measure_object_geometry", (m, w)).result
     assert out["success"], out["message"]

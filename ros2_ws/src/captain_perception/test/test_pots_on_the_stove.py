@@ -15,11 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _views import pose_tool
-
-from captain_harness.core.api import RobotAPI
-from captain_harness.core.geometry import quat_to_matrix
-from captain_perception.core.primitives import Perception
+from _views import click, look_down_with_the_wrist, perceive
 
 pytestmark = pytest.mark.sim
 
@@ -27,10 +23,10 @@ POTS, STOVE = ("moka_pot_1", "moka_pot_2"), "flat_stove_1"
 WRIST = "robot0_eye_in_hand"
 #: Where the teacher set the pots down in state 11, world metres (each pot's origin).
 POTS_WORLD_M = ((-0.1064, -0.1717, 0.9966), (0.0014, -0.1708, 0.9966))
-#: The wrist camera looks down on the stove from 12 cm beside it, toward the robot's middle
-#: (tool position, base frame, m): from straight above, a pot's lid hides its foot.
 #: The stove's top, base frame z, m.
 STOVE_TOP_Z_M = 0.013
+#: The wrist camera looks down on the stove from 12 cm beside it, toward the robot's middle
+#: (tool position, base frame, m): from straight above, a pot's lid hides its foot.
 TOOL_M = (0.494, -0.074, 0.30)
 
 
@@ -47,14 +43,8 @@ def on_stove(tmp_path_factory):
     for name, at in zip(POTS, POTS_WORLD_M, strict=True):
         arrange.move_object(driver, name, np.array(at))
     arrange.settle(driver, 1.0)
-    T = np.eye(4)
-    T[:3, :3] = quat_to_matrix(np.array([0.0, 2**-0.5, 2**-0.5, 0.0]))  # fingers straight down
-    T[:3, 3] = TOOL_M
-    pose_tool(driver, T)
-    perception = Perception(driver, tmp_path_factory.mktemp("stove"))
-    api = RobotAPI()
-    api.register_object(perception)
-    handle = api.call("observe").result["value"]["observation_handle"]
+    look_down_with_the_wrist(driver, np.array(TOOL_M[:2]), TOOL_M[2])
+    api, perception, handle = perceive(driver, tmp_path_factory.mktemp("stove"))
     yield api, perception, handle, truth, truth.segmentation(WRIST)
     truth.close()
     driver.shutdown()
@@ -72,11 +62,7 @@ def _click(api, perception, handle, mask: np.ndarray, label: str, off_middle: bo
         mask = mask & (np.hypot(np.arange(512)[None, :] - xs.mean(), np.arange(512)[:, None] - ys.mean()) > half)
     inner = cv2.distanceTransform(mask.astype(np.uint8), cv2.DIST_L2, 5)
     y, x = np.unravel_index(int(np.argmax(inner)), mask.shape)
-    out = api.call("mark_point", (handle, WRIST, (x + 0.5) / 512, (y + 0.5) / 512),
-                   {"label": label, "granularity": "object"}).result
-    assert out["success"], out["message"]
-    det = out["value"]["detection_id"]
-    return det, perception.store.detection(det).mask.full()
+    return click(api, perception, handle, WRIST, int(x), int(y), label)
 
 
 def test_each_pot_is_its_own_region_and_rests_on_the_stove(on_stove):

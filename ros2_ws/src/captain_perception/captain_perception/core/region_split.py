@@ -186,8 +186,7 @@ def _bodies_on_face(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.n
     n_parts, parts = _parts(rest, xs, ys, z, gap2_m2)
     if n_parts < 2:  # nothing but the face
         return []
-    face_xy = np.stack([xs[face], ys[face]], -1).astype(np.float32)
-    face_xy = face_xy[np.isfinite(face_xy).all(1)]
+    face_xy = _xy_of(face, xs, ys)
     if len(face_xy) < 3:
         return []
     face_hull = cv2.convexHull(face_xy)
@@ -195,12 +194,7 @@ def _bodies_on_face(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.n
     out = []
     for j in range(1, n_parts):
         part = parts == j
-        zp = z[part]
-        zp = zp[np.isfinite(zp)]
-        if zp.size < min_px:
-            continue
-        low, top = float(np.percentile(zp, 2)), float(np.percentile(zp, 98))
-        if abs(low - z_face) > p.supported_contact_m or top < z_face + p.supported_min_height_m:
+        if not _stands_on(part, z, z_face, p, min_px):
             continue
         pxy = _xy_of(part, xs, ys)
         if not _centre_over(pxy, face_hull):
@@ -240,12 +234,7 @@ def _enclosed_bodies(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.
     out = []
     for j in range(1, n_parts):
         part = parts == j
-        zp = z[part]
-        zp = zp[np.isfinite(zp)]
-        if zp.size < min_px:
-            continue
-        if abs(float(np.percentile(zp, 2)) - z_face) > p.supported_contact_m \
-                or float(np.percentile(zp, 98)) < z_face + p.supported_min_height_m:
+        if not _stands_on(part, z, z_face, p, min_px):
             continue
         pxy = _xy_of(part, xs, ys)
         if float(cv2.contourArea(cv2.convexHull(pxy.astype(np.float32)))) > p.supported_area_ratio * face_area:
@@ -421,6 +410,18 @@ def _parts(mask: np.ndarray, xs: np.ndarray, ys: np.ndarray, z: np.ndarray, gap2
     parts = big[::2, ::2].copy()
     parts[~mask] = 0
     return n, parts
+
+
+def _stands_on(part: np.ndarray, z: np.ndarray, z_face: float, p: RegionParams, min_px: int) -> bool:
+    """Whether ``part`` (at least ``min_px`` pixels with depth) stands on a face at height
+    ``z_face``: its lowest point (2nd percentile) within ``supported_contact_m`` of it, its
+    top (98th) at least ``supported_min_height_m`` above it."""
+    zp = z[part]
+    zp = zp[np.isfinite(zp)]
+    if zp.size < min_px:
+        return False
+    low, top = float(np.percentile(zp, 2)), float(np.percentile(zp, 98))
+    return abs(low - z_face) <= p.supported_contact_m and top >= z_face + p.supported_min_height_m
 
 
 def _band(z: np.ndarray, z_face: float, p: RegionParams) -> np.ndarray:
