@@ -34,11 +34,14 @@ def object_position_world(driver: Any, name: str) -> np.ndarray:
     return driver.scene.data.qpos[adr:adr + 3].copy()
 
 
-def move_object(driver: Any, name: str, position_world: np.ndarray) -> None:
-    """Put an object's root body at a world position (orientation kept), velocity zero."""
+def move_object(driver: Any, name: str, position_world: np.ndarray, quaternion_wxyz: Any = None) -> None:
+    """Put an object's root body at a world position (metres) and, when given, orientation
+    (w, x, y, z; else kept), velocity zero."""
     adr, dof = _free_joint(driver, name)
     d = driver.scene.data
     d.qpos[adr:adr + 3] = position_world
+    if quaternion_wxyz is not None:
+        d.qpos[adr + 3:adr + 7] = quaternion_wxyz
     d.qvel[dof:dof + 6] = 0.0
 
 

@@ -22,16 +22,18 @@ pytestmark = pytest.mark.sim
 
 BOWL, CABINET = "akita_black_bowl_1", "white_cabinet_1"
 WRIST = "robot0_eye_in_hand"
+DRAWER_JOINT = "white_cabinet_1_bottom_level"
 #: The bottom drawer pulled out 15 cm (its joint, m) and the bowl where the teacher set it
-#: down inside (world position of its origin, m, and orientation wxyz), libero_10/3 state 11.
-DRAWER_JOINT, DRAWER_OUT_M = "white_cabinet_1_bottom_level", -0.1495
-BOWL_WORLD_M, BOWL_QUAT = (-0.0274, 0.1297, 0.9262), (0.6929, 0.0, 0.0, 0.7211)
+#: down inside (world position of its origin, m, and orientation wxyz), libero_10/3: against
+#: the drawer's front (state 11), and in its near corner, where it hides the floor (state 14).
+PLACED = {"front": (-0.1495, (-0.0274, 0.1297, 0.9262), (0.6929, 0.0, 0.0, 0.7211)),
+          "corner": (-0.1509, (-0.0545, 0.1288, 0.9263), (0.7261, 0.0013, 0.0014, 0.6876))}
 #: The wrist camera looks straight down on the drawer (tool position, base frame, m).
 TOOL_M = (0.595, 0.128, 0.264)
 
 
-@pytest.fixture(scope="module")
-def in_drawer(tmp_path_factory):
+@pytest.fixture(scope="module", params=sorted(PLACED))
+def in_drawer(request, tmp_path_factory):
     import mujoco
 
     from captain_backends.core.libero.driver import LiberoDriver
@@ -43,11 +45,10 @@ def in_drawer(tmp_path_factory):
     truth = SimTruth.from_libero(driver, include_fixtures=True)
     driver.reset(init_state=11)
     s = driver.scene
-    s.data.qpos[s.articulated[DRAWER_JOINT]] = DRAWER_OUT_M
+    drawer_out_m, bowl_world_m, bowl_quat = PLACED[request.param]
+    s.data.qpos[s.articulated[DRAWER_JOINT]] = drawer_out_m
     mujoco.mj_forward(s.model, s.data)
-    arrange.move_object(driver, BOWL, np.array(BOWL_WORLD_M))
-    adr, _ = arrange._free_joint(driver, BOWL)
-    s.data.qpos[adr + 3:adr + 7] = BOWL_QUAT
+    arrange.move_object(driver, BOWL, np.array(bowl_world_m), bowl_quat)
     arrange.settle(driver, 1.0)
     look_down_with_the_wrist(driver, np.array(TOOL_M[:2]), TOOL_M[2])  # the jaws open, as after the release
     api, perception, handle = perceive(driver, tmp_path_factory.mktemp("drawer"))

@@ -95,9 +95,11 @@ class RegionParams:
             it surrounds in the image: ``enclosed_min_share`` of the pixels just outside
             the body's outline are at the face's height (``region_split._enclosed_bodies``),
             whatever the face's solidity (the body itself leaves a hole in it).
-        enclosed_min_share: see ``wide_face_min_solidity``.
-        enclosed_margin_m: such a body is looked for this far inside the face's outline in
-            x-y (its walls stand at the outline), metres.
+        enclosed_min_share: see ``wide_face_min_solidity`` (a bowl in the drawer's corner
+            has half its outline on the two walls).
+        enclosed_margin_m: such a body is looked for this far inside the outline in x-y of
+            the face and the lowest seen points of what stands on it (the face's walls stand
+            at the outline), metres.
         contained_coverage: share of the directions around a body lying in a container
             in which the container's points lie.
         contained_depth_m: the rest of a piece reaches at least this far below a face for the
@@ -167,7 +169,7 @@ class RegionParams:
     supported_face_share: float = 0.1
     supported_face_min_area_m2: float = 0.01
     wide_face_min_solidity: float = 0.5
-    enclosed_min_share: float = 0.6
+    enclosed_min_share: float = 0.5
     enclosed_margin_m: float = 0.01
     contained_coverage: float = 0.75
     contained_gap_m: float = 0.015

@@ -212,11 +212,12 @@ def _bodies_on_face(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.n
 def _enclosed_bodies(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.ndarray, ys: np.ndarray,
                      z: np.ndarray, p: RegionParams, min_px: int, gap2_m2: np.ndarray) -> list[np.ndarray]:
     """Bodies standing on a wide floor low in a large piece that the floor surrounds in the
-    image (a bowl in an open drawer seen from above; it may touch the drawer's side wall).
+    image (a bowl in an open drawer seen from above; it may touch the drawer's walls).
 
-    The rest of the piece (without the face's height band) within the floor's outline in
-    x-y, ``enclosed_margin_m`` clear of it (the floor's own walls stand at its outline), falls
-    apart along depth breaks. A part is a body when it rests on the floor (its lowest point
+    The rest of the piece (without the face's height band) within the outline in x-y of the
+    floor and of the lowest seen points of what stands on it (a bowl in the drawer's corner
+    hides the floor there), ``enclosed_margin_m`` clear of it (the floor's own walls stand
+    at that outline), falls apart along depth breaks. A part is a body when it rests on the floor (its lowest point
     near it), rises ``supported_min_height_m`` above it, covers a clearly smaller footprint
     than the floor (``supported_area_ratio``) and at least ``enclosed_min_share`` of the
     pixels just outside it lie at the floor's height; it is then grown back to the rest's
@@ -226,9 +227,13 @@ def _enclosed_bodies(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.
     face_xy = _xy_of(face, xs, ys)
     if len(face_xy) < 3:
         return []
+    # the floor's outline, with the lowest seen points of what stands on it (a bowl in the
+    # drawer's corner hides the floor there)
+    foot = rest & (np.nan_to_num(z, nan=np.inf) < z_face + p.supported_contact_m)
     ry, rx = np.nonzero(rest & np.isfinite(z))
     inner = np.zeros_like(rest)
-    inner[ry, rx] = _inside_xy(np.stack([xs[ry, rx], ys[ry, rx]], -1), face_xy, -p.enclosed_margin_m)
+    inner[ry, rx] = _inside_xy(np.stack([xs[ry, rx], ys[ry, rx]], -1), np.vstack([face_xy, _xy_of(foot, xs, ys)]),
+                               -p.enclosed_margin_m)
     n_parts, parts = _parts(inner, xs, ys, z, gap2_m2)
     face_area = float(cv2.contourArea(cv2.convexHull(face_xy.astype(np.float32))))
     out = []
