@@ -317,14 +317,17 @@ def _look_from_above(ctx: TeacherContext, pairs: Sequence[tuple[str, str, Relati
                      groups: Sequence[Sequence[Target]], look: int, why: str = ""
                      ) -> Generator[Step, Feedback, list[str] | None]:
     """Move the wrist camera to look at relation ``look``'s destination (``_beside_views``)
-    and click its group there; the other relations into the same destination too (the
-    second moka pot on the stove: the head camera sees it as one region with the stove),
-    the rest where the head camera sees them. None when some group is seen by no camera."""
+    and click its group there, the rest where the head camera sees them; from beside tall
+    objects on a region, all relations into it in the wrist image (the second moka pot on
+    the stove: the head camera sees it as one region with the stove; a second can in the
+    basket stays in the head image, the wrist camera above the basket sees it as one region
+    with the basket). None when some group is seen by no camera."""
     rel = pairs[look][2]
     into = [i for i, (_, _, other) in enumerate(pairs) if other.dest.click == rel.dest.click]
     views = _beside_views(ctx, [rel] + [pairs[i][2] for i in into if i != look])
     yield from move_to_view(ctx, rel.dest.click, why=why, views=views)
-    return look_and_click_each(ctx, groups, [WRIST if i == look or i in into else HEAD for i in range(len(groups))])
+    wrist = set(into) if views is not None else {look}
+    return look_and_click_each(ctx, groups, [WRIST if i in wrist else HEAD for i in range(len(groups))])
 
 
 def _dedupe(targets: Sequence[Target]) -> list[Target]:
