@@ -22,6 +22,7 @@ from captain_teacher.planners.common import (
     seen_by,
     short_name,
     target,
+    view_pose_above,
 )
 from captain_teacher.planners.destinations import Destination
 from captain_teacher.planners.evidence import part_evidence, relation_check
@@ -305,11 +306,13 @@ def _beside_views(ctx: TeacherContext, rels: Sequence[Relation]) -> list[np.ndar
     tall = [b.center_m for b in boxes if 2.0 * float(b.half_m[2]) >= TALL_ON_REGION_M]
     if not tall:
         return None
-    box = ctx.scene.box(rel.dest.click)
-    toward_middle = -1.0 if box.center_m[1] > 0.0 else 1.0
+    toward_middle = -1.0 if ctx.scene.box(rel.dest.click).center_m[1] > 0.0 else 1.0
     nearest = max(float(c[1]) * toward_middle for c in tall) * toward_middle
-    beside = [np.array([box.center_m[0] - 0.06, nearest + toward_middle * side, box.top_z_m + h])
-              for side, h in BESIDE_VIEWS_M]
+    beside = []
+    for side, h in BESIDE_VIEWS_M:
+        view = view_pose_above(ctx, rel.dest.click, h)  # above the fixture, then moved sideways
+        view[1] = nearest + toward_middle * side
+        beside.append(view)
     return beside + above_views(ctx, rel.dest.click)
 
 

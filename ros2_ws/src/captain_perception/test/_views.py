@@ -2,7 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
+
+
+@contextmanager
+def libero_scene(task: str, init_state: int = 11) -> Iterator[tuple]:
+    """A configured LIBERO driver of ``task`` at official state ``init_state`` and its
+    simulator truth (fixtures included), ``(driver, truth)``; both closed on exit."""
+    from captain_backends.core.libero.driver import LiberoDriver
+    from captain_perception.groundtruth import SimTruth
+
+    driver = LiberoDriver(task=task, init_state=init_state)
+    driver.configure()
+    truth = SimTruth.from_libero(driver, include_fixtures=True)
+    try:
+        yield driver, truth
+    finally:
+        truth.close()
+        driver.shutdown()
 
 
 def look_down_with_the_wrist(driver, target_base: np.ndarray, height_m: float = 0.36) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _views import click, look_down_with_the_wrist, perceive
+from _views import click, libero_scene, look_down_with_the_wrist, perceive
 
 pytestmark = pytest.mark.sim
 
@@ -36,25 +36,19 @@ TOOL_M = (0.595, 0.128, 0.264)
 def in_drawer(request, tmp_path_factory):
     import mujoco
 
-    from captain_backends.core.libero.driver import LiberoDriver
     from captain_perception import arrange
-    from captain_perception.groundtruth import SimTruth
 
-    driver = LiberoDriver(task="libero_10/3", init_state=11)
-    driver.configure()
-    truth = SimTruth.from_libero(driver, include_fixtures=True)
-    driver.reset(init_state=11)
-    s = driver.scene
-    drawer_out_m, bowl_world_m, bowl_quat = PLACED[request.param]
-    s.data.qpos[s.articulated[DRAWER_JOINT]] = drawer_out_m
-    mujoco.mj_forward(s.model, s.data)
-    arrange.move_object(driver, BOWL, np.array(bowl_world_m), bowl_quat)
-    arrange.settle(driver, 1.0)
-    look_down_with_the_wrist(driver, np.array(TOOL_M[:2]), TOOL_M[2])  # the jaws open, as after the release
-    api, perception, handle = perceive(driver, tmp_path_factory.mktemp("drawer"))
-    yield api, perception, handle, truth, truth.segmentation(WRIST)
-    truth.close()
-    driver.shutdown()
+    with libero_scene("libero_10/3") as (driver, truth):
+        driver.reset(init_state=11)
+        s = driver.scene
+        drawer_out_m, bowl_world_m, bowl_quat = PLACED[request.param]
+        s.data.qpos[s.articulated[DRAWER_JOINT]] = drawer_out_m
+        mujoco.mj_forward(s.model, s.data)
+        arrange.move_object(driver, BOWL, np.array(bowl_world_m), bowl_quat)
+        arrange.settle(driver, 1.0)
+        look_down_with_the_wrist(driver, np.array(TOOL_M[:2]), TOOL_M[2])  # the jaws open, as after the release
+        api, perception, handle = perceive(driver, tmp_path_factory.mktemp("drawer"))
+        yield api, perception, handle, truth, truth.segmentation(WRIST)
 
 
 def test_bowl_in_the_open_drawer_is_its_own_region(in_drawer):

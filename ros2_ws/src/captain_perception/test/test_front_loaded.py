@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 import pytest
-from _views import click, perceive, pose_tool
+from _views import click, libero_scene, perceive, pose_tool
 
 pytestmark = pytest.mark.sim
 
@@ -29,29 +29,23 @@ MUG_INSIDE_WORLD_M = (-0.022, 0.307, 0.946)
 
 @pytest.fixture(scope="module")
 def inside(tmp_path_factory):
-    from captain_backends.core.libero.driver import LiberoDriver
     from captain_perception import arrange
-    from captain_perception.groundtruth import SimTruth
 
-    driver = LiberoDriver(task="libero_10/9", init_state=11)
-    driver.configure()
-    truth = SimTruth.from_libero(driver, include_fixtures=True)
-    driver.reset(init_state=11)
-    arrange.move_object(driver, MUG, np.array(MUG_INSIDE_WORLD_M))
-    arrange.settle(driver, 1.0)
-    # a look in: the tool in front of the opening, fingers along base +y tipped 32 degrees
-    # down, jaws closing in the vertical plane (the wrist camera 5.4 cm to the right)
-    pitch = math.radians(32.0)
-    fingers = np.array([0.0, math.cos(pitch), -math.sin(pitch)])
-    jaws = np.array([0.0, math.sin(pitch), math.cos(pitch)])
-    T = np.eye(4)
-    T[:3, :3] = np.column_stack([jaws, np.cross(fingers, jaws), fingers])
-    T[:3, 3] = [0.61, 0.03, 0.11]
-    pose_tool(driver, T)
-    api, perception, handle = perceive(driver, tmp_path_factory.mktemp("front"))
-    yield api, perception, handle, truth, truth.segmentation(WRIST)
-    truth.close()
-    driver.shutdown()
+    with libero_scene("libero_10/9") as (driver, truth):
+        driver.reset(init_state=11)
+        arrange.move_object(driver, MUG, np.array(MUG_INSIDE_WORLD_M))
+        arrange.settle(driver, 1.0)
+        # a look in: the tool in front of the opening, fingers along base +y tipped 32 degrees
+        # down, jaws closing in the vertical plane (the wrist camera 5.4 cm to the right)
+        pitch = math.radians(32.0)
+        fingers = np.array([0.0, math.cos(pitch), -math.sin(pitch)])
+        jaws = np.array([0.0, math.sin(pitch), math.cos(pitch)])
+        T = np.eye(4)
+        T[:3, :3] = np.column_stack([jaws, np.cross(fingers, jaws), fingers])
+        T[:3, 3] = [0.61, 0.03, 0.11]
+        pose_tool(driver, T)
+        api, perception, handle = perceive(driver, tmp_path_factory.mktemp("front"))
+        yield api, perception, handle, truth, truth.segmentation(WRIST)
 
 
 def test_mug_in_the_microwave_is_its_own_region(inside):

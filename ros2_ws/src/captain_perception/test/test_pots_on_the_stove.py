@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _views import click, look_down_with_the_wrist, perceive
+from _views import click, libero_scene, look_down_with_the_wrist, perceive
 
 pytestmark = pytest.mark.sim
 
@@ -32,22 +32,16 @@ TOOL_M = (0.494, -0.074, 0.30)
 
 @pytest.fixture(scope="module")
 def on_stove(tmp_path_factory):
-    from captain_backends.core.libero.driver import LiberoDriver
     from captain_perception import arrange
-    from captain_perception.groundtruth import SimTruth
 
-    driver = LiberoDriver(task="libero_10/8", init_state=11)
-    driver.configure()
-    truth = SimTruth.from_libero(driver, include_fixtures=True)
-    driver.reset(init_state=11)
-    for name, at in zip(POTS, POTS_WORLD_M, strict=True):
-        arrange.move_object(driver, name, np.array(at))
-    arrange.settle(driver, 1.0)
-    look_down_with_the_wrist(driver, np.array(TOOL_M[:2]), TOOL_M[2])
-    api, perception, handle = perceive(driver, tmp_path_factory.mktemp("stove"))
-    yield api, perception, handle, truth, truth.segmentation(WRIST)
-    truth.close()
-    driver.shutdown()
+    with libero_scene("libero_10/8") as (driver, truth):
+        driver.reset(init_state=11)
+        for name, at in zip(POTS, POTS_WORLD_M, strict=True):
+            arrange.move_object(driver, name, np.array(at))
+        arrange.settle(driver, 1.0)
+        look_down_with_the_wrist(driver, np.array(TOOL_M[:2]), TOOL_M[2])
+        api, perception, handle = perceive(driver, tmp_path_factory.mktemp("stove"))
+        yield api, perception, handle, truth, truth.segmentation(WRIST)
 
 
 def _click(api, perception, handle, mask: np.ndarray, label: str, off_middle: bool = False

@@ -15,7 +15,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-from _views import look_down_with_the_wrist
+from _views import libero_scene, look_down_with_the_wrist
 
 from captain_backends.core.driver import HEAD_CAMERA
 from captain_harness.core.api import RobotAPI
@@ -30,25 +30,13 @@ SOUP, BASKET = "alphabet_soup_1", "basket_1"
 ON_BURNER_XY_M = (0.20, -0.013)
 
 
-def _libero(task: str):
-    from captain_backends.core.libero.driver import LiberoDriver
-    from captain_perception.groundtruth import SimTruth
-
-    driver = LiberoDriver(task=task, init_state=11)
-    driver.configure()
-    truth = SimTruth.from_libero(driver, include_fixtures=True)
-    return driver, truth
-
-
 def _scene_fixture(task: str):
     """A module-scoped fixture: a configured LIBERO driver of ``task`` and its simulator truth."""
 
     @pytest.fixture(scope="module")
     def scene():
-        driver, truth = _libero(task)
-        yield driver, truth
-        truth.close()
-        driver.shutdown()
+        with libero_scene(task) as opened:
+            yield opened
 
     return scene
 

@@ -13,11 +13,9 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-from _views import look_down_with_the_wrist
+from _views import click, libero_scene, look_down_with_the_wrist, perceive
 
 from captain_backends.core.driver import HEAD_CAMERA
-from captain_harness.core.api import RobotAPI
-from captain_perception.core.primitives import Perception
 
 pytestmark = pytest.mark.sim
 
@@ -25,25 +23,10 @@ BOWL_1, BOWL_2, PLATE, RAMEKIN = ("akita_black_bowl_1", "akita_black_bowl_2", "p
                                   "glazed_rim_porcelain_ramekin_1")
 
 
-def _libero_scene(task: str):
-    """A configured LIBERO driver of ``task`` at official state 11 and its simulator truth,
-    closed when the generator ends."""
-    from captain_backends.core.libero.driver import LiberoDriver
-    from captain_perception.groundtruth import SimTruth
-
-    driver = LiberoDriver(task=task, init_state=11)
-    driver.configure()
-    truth = SimTruth.from_libero(driver, include_fixtures=True)
-    try:
-        yield driver, truth
-    finally:
-        truth.close()
-        driver.shutdown()
-
-
 @pytest.fixture(scope="module")
 def libero():
-    yield from _libero_scene("libero_spatial/0")
+    with libero_scene("libero_spatial/0") as scene:
+        yield scene
 
 
 def _scene(libero, tmp_path, arrange):
@@ -52,10 +35,7 @@ def _scene(libero, tmp_path, arrange):
     driver, truth = libero
     driver.reset(init_state=11)
     arrange(ts, driver)
-    perception = Perception(driver, tmp_path)
-    api = RobotAPI()
-    api.register_object(perception)
-    handle = api.call("observe").result["value"]["observation_handle"]
+    api, perception, handle = perceive(driver, tmp_path)
     return api, perception, handle, truth.segmentation(HEAD_CAMERA)
 
 
@@ -71,11 +51,7 @@ def _click(api, perception, handle, truth, seg, name):
     mask = truth.object_mask(seg, name)
     assert mask.sum() > 400, f"{name} is hardly visible"
     x, y = _centre_pixel(mask)
-    out = api.call("mark_point", (handle, HEAD_CAMERA, (x + 0.5) / 512, (y + 0.5) / 512),
-                   {"label": name, "granularity": "object"}).result
-    assert out["success"], out["message"]
-    det = out["value"]["detection_id"]
-    region = perception.store.detection(det).mask.full()
+    det, region = click(api, perception, handle, HEAD_CAMERA, x, y, name)
     iou = (region & mask).sum() / (region | mask).sum()
     return det, region, float(iou)
 
@@ -134,7 +110,8 @@ def swap_scene():
     """libero_goal_swap/5, official state 11: LIBERO-PRO's swapped layout puts the plate
     against the wine rack's dark red bottom plank, which stands 0.6-2 cm above the plate's
     rim (a step of about 6 mm where they meet)."""
-    yield from _libero_scene("libero_goal_swap/5")
+    with libero_scene("libero_goal_swap/5") as scene:
+        yield scene
 
 
 @pytest.mark.parametrize("camera", ["head", "wrist"])
@@ -152,18 +129,11 @@ def test_plate_against_a_raised_plank_of_another_colour_is_its_own_region(swap_s
     if camera == "wrist":
         look_down_with_the_wrist(driver, plate.center_m, height_m=0.30)
         cam = WRIST_CAMERA
-    perception = Perception(driver, tmp_path)
-    api = RobotAPI()
-    api.register_object(perception)
-    handle = api.call("observe").result["value"]["observation_handle"]
+    api, perception, handle = perceive(driver, tmp_path)
     true_mask = truth.object_mask(truth.segmentation(cam), PLATE)
     assert true_mask.sum() > 1000
     x, y = _centre_pixel(true_mask)
-    out = api.call("mark_point", (handle, cam, (x + 0.5) / 512, (y + 0.5) / 512),
-                   {"label": "plate", "granularity": "object"}).result
-    assert out["success"], out["message"]
-    det = out["value"]["detection_id"]
-    region = perception.store.detection(det).mask.full()
+    det, region = click(api, perception, handle, cam, x, y, "plate")
     iou = float((region & true_mask).sum() / (region | true_mask).sum())
     assert iou > 0.8, f"plate IoU {iou:.3f} with its true pixels ({camera} camera)"
     out = api.call("measure_object_geometry", (det,)).result

@@ -231,9 +231,9 @@ def _enclosed_bodies(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.
     # drawer's corner hides the floor there)
     foot = rest & (np.nan_to_num(z, nan=np.inf) < z_face + p.supported_contact_m)
     ry, rx = np.nonzero(rest & np.isfinite(z))
+    rxy = np.stack([xs[ry, rx], ys[ry, rx]], -1)
     inner = np.zeros_like(rest)
-    inner[ry, rx] = _inside_xy(np.stack([xs[ry, rx], ys[ry, rx]], -1), np.vstack([face_xy, _xy_of(foot, xs, ys)]),
-                               -p.enclosed_margin_m)
+    inner[ry, rx] = _inside_xy(rxy, np.vstack([face_xy, _xy_of(foot, xs, ys)]), -p.enclosed_margin_m)
     n_parts, parts = _parts(inner, xs, ys, z, gap2_m2)
     face_area = float(cv2.contourArea(cv2.convexHull(face_xy.astype(np.float32))))
     out = []
@@ -247,7 +247,7 @@ def _enclosed_bodies(piece: np.ndarray, face: np.ndarray, z_face: float, xs: np.
         if not _surrounded(part, face | band, p):
             continue
         within = np.zeros_like(rest)
-        within[ry, rx] = _inside_xy(np.stack([xs[ry, rx], ys[ry, rx]], -1), pxy, 0.0)
+        within[ry, rx] = _inside_xy(rxy, pxy, 0.0)
         _, grown = cv2.connectedComponents((part | within).astype(np.uint8), connectivity=8)
         keep = np.unique(grown[part])
         out.append(np.isin(grown, keep[keep > 0]))
