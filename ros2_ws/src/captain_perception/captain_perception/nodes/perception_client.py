@@ -228,10 +228,14 @@ class RosPerceptionTransport:
         with contextlib.suppress(Exception):
             self._executor.shutdown(timeout_sec=2.0)
         self._thread.join(timeout=2.0)
-        with contextlib.suppress(Exception):
-            self._action.destroy()
-        with contextlib.suppress(Exception):
-            self.node.destroy_node()
+        if not self._thread.is_alive():
+            # a spin thread still waiting holds the entities' handles: destroying the action
+            # client under it blocks for ever (seen once in a fresh-clone test run); the
+            # daemon thread and the entities then go with the process
+            with contextlib.suppress(Exception):
+                self._action.destroy()
+            with contextlib.suppress(Exception):
+                self.node.destroy_node()
         with contextlib.suppress(Exception):
             self._context.try_shutdown()
 
