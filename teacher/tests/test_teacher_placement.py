@@ -6,6 +6,7 @@ reach, and the code that turns a held object a quarter about the vertical does s
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,13 +15,17 @@ from captain_backends.core.snapshot import GoalPredicate, ObjectPose, SimSnapsho
 from captain_harness.core.geometry import quat_to_matrix
 from captain_teacher.boxes import rot_z
 from captain_teacher.clearance import COMFORTABLE_REACH_M, MAX_SET_ASIDE_REACH_M, free_spot
+from captain_teacher.objects import grasp_for
 from captain_teacher.planners.destinations import (
     AIM_EDGE_MARGIN_M,
+    FAR_AIM_EDGE_MARGIN_M,
+    SHARE_ACROSS_REACH_FROM_M,
     SHARE_GAP_M,
     destination_for,
     share_spread_m,
 )
-from captain_teacher.planners.placing import quarter_turn_fallback
+from captain_teacher.planners.grasping import _lift_expression
+from captain_teacher.planners.placing import _long_side_along_share, quarter_turn_fallback
 from captain_teacher.planners.task import decompose
 from captain_teacher.scene import SceneView
 
@@ -36,11 +41,18 @@ def _scene(poses: dict[str, tuple[tuple[float, float, float], tuple[float, float
     return SceneView(snap, T_WORLD_BASE)
 
 
-def _two_pots_on_the_stove(stove_xy: tuple[float, float] = (-0.202, -0.194)) -> SceneView:
+def _two_pots_on_the_stove(stove_xy: tuple[float, float] = (-0.202, -0.194),
+                           pot_2_xy: tuple[float, float] = (0.026, 0.036)) -> SceneView:
     goals = tuple(GoalPredicate("on", (pot, "flat_stove_1_cook_region"), False) for pot in ("moka_pot_1", "moka_pot_2"))
     return _scene({"moka_pot_1": ((-0.072, 0.263, 0.966), YAW_180),
-                   "moka_pot_2": ((0.026, 0.036, 0.966), YAW_180),
+                   "moka_pot_2": ((*pot_2_xy, 0.966), YAW_180),
                    "flat_stove_1": ((*stove_xy, 0.905), UPRIGHT)}, goals)
+
+
+def _swapped_stove() -> SceneView:
+    """LIBERO-PRO's libero_10_swap/8: the stove where the left pot stood, its cook region's
+    centre 0.86 m from the base, and that pot where the stove stood."""
+    return _two_pots_on_the_stove(stove_xy=(0.044, 0.065), pot_2_xy=(-0.205, -0.201))
 
 
 def test_two_moka_pots_on_one_cook_region_are_set_apart_by_their_widths_and_stay_inside_it() -> None:
@@ -59,6 +71,60 @@ def test_two_moka_pots_on_one_cook_region_are_set_apart_by_their_widths_and_stay
     limit = np.asarray(dest.half_xy_m()) - AIM_EDGE_MARGIN_M + 1e-9
     for aim in aims:  # the shift toward the robot (a far region) plus the spread stay inside the region
         assert np.all(np.abs(aim[:2] - center[:2]) <= limit)
+
+
+def test_two_pots_on_a_cook_region_at_the_edge_of_reach_are_set_side_by_side_across_the_reach() -> None:
+    scene = _swapped_stove()
+    places = [t for t in decompose_scene(scene) if t.kind == "place"]
+    dest = places[0].dest
+    center = dest.region_center_m(scene)
+    assert float(np.hypot(*center[:2])) >= SHARE_ACROSS_REACH_FROM_M
+    axis = dest.share_axis(scene)
+    assert abs(float(axis[:2] @ center[:2])) / float(np.hypot(*center[:2])) < 0.2  # across the reach direction
+    aims = [t.dest.aim_m(scene) for t in places]
+    # along the stove's longer side the farther pot would stand 0.9 m out; here both are at
+    # the region's near edge, the far-region margin inside it
+    assert max(float(np.hypot(*a[:2])) for a in aims) < 0.815
+    limit = np.asarray(dest.half_xy_m()) - FAR_AIM_EDGE_MARGIN_M + 1e-9
+    for aim in aims:
+        assert np.all(np.abs(aim[:2] - center[:2]) <= limit)
+        assert aim[0] - center[0] <= -(dest.half_xy_m()[0] - FAR_AIM_EDGE_MARGIN_M) + 1e-9  # at the near edge
+    # along the row a pot's handle and spout would reach into its neighbour's: each is turned
+    # a quarter on the way, and across its long side the outlines do not touch
+    ctx = SimpleNamespace(scene=scene)
+    assert all(_long_side_along_share(ctx, t.args[0], t.dest) for t in places)
+    width = max(float(np.abs(rot_z(scene.box(n).yaw_rad + math.pi / 2)[:2, :2].T @ axis[:2]) @ scene.box(n).half_m[:2])
+                for n in ("moka_pot_1", "moka_pot_2"))
+    assert abs(float((aims[1] - aims[0])[:2] @ axis[:2])) > 2 * width
+    # each pot goes to the side it starts from, so their paths do not cross
+    starts = [scene.position(t.args[0])[:2] @ axis[:2] for t in places]
+    assert (starts[0] - starts[1]) * float((aims[0] - aims[1])[:2] @ axis[:2]) > 0
+    # the official stove is nearer: its pots stay along its longer side with the usual margin
+    official = _two_pots_on_the_stove()
+    near = [t for t in decompose_scene(official) if t.kind == "place"]
+    assert np.allclose(near[0].dest.share_axis(official)[:2], [1.0, 0.0])
+    assert [t.dest.share for t in near] == [(0, 2), (1, 2)]
+    assert near[0].dest._edge_margin(official) == AIM_EDGE_MARGIN_M
+    assert not any(_long_side_along_share(SimpleNamespace(scene=official), t.args[0], t.dest) for t in near)
+
+
+def test_the_second_pot_is_carried_past_the_first_not_over_it() -> None:
+    ctx = SimpleNamespace(scene=_swapped_stove(), style=SimpleNamespace(lift_extra_m=0.0))
+    places = {t.args[0]: t for t in decompose_scene(ctx.scene) if t.kind == "place"}
+    spec = grasp_for("moka_pot_2")
+    # set down beside the other pot (its aim SHARE_GAP_M clear of the other's), it is not lifted over it
+    first_aim = places["moka_pot_1"].dest.aim_m(ctx.scene)
+    done = _scene({"moka_pot_1": ((first_aim[0] - 0.66, first_aim[1], 0.966), YAW_180),
+                   "moka_pot_2": ((-0.205, -0.201, 0.966), YAW_180),
+                   "flat_stove_1": ((0.044, 0.065, 0.905), UPRIGHT)}, ctx.scene.snapshot.goals)
+    ctx.scene = done
+    assert "pass over" not in _lift_expression(ctx, "moka_pot_2", places["moka_pot_2"].dest, spec)
+    # but a pot standing on the way is passed over
+    mid = 0.5 * (done.position("moka_pot_2") + places["moka_pot_2"].dest.aim_m(done))
+    ctx.scene = _scene({"moka_pot_1": ((mid[0] - 0.66, mid[1], 0.966), YAW_180),
+                        "moka_pot_2": ((-0.205, -0.201, 0.966), YAW_180),
+                        "flat_stove_1": ((0.044, 0.065, 0.905), UPRIGHT)}, done.snapshot.goals)
+    assert "pass over" in _lift_expression(ctx, "moka_pot_2", places["moka_pot_2"].dest, spec)
 
 
 def decompose_scene(scene: SceneView) -> list:

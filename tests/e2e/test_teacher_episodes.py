@@ -306,6 +306,20 @@ def test_a_grasp_out_of_reach_top_down_is_retried_with_the_hand_tipped(tmp_path:
     assert outcome.gate_accepted_on_evidence
 
 
+def test_two_pots_go_onto_a_stove_at_the_edge_of_reach_side_by_side_across_the_reach(tmp_path: Path) -> None:
+    # LIBERO-PRO's swapped libero_10/8 puts the stove's cook region 0.78-0.93 m from the
+    # base: along its longer side the second pot's spot was out of reach. The pots now go
+    # side by side across the reach direction at the region's near edge, each turned a
+    # quarter (handle and spout along the row reached into the neighbour's), carried out
+    # along the reach direction from nearer the robot and back in the same way
+    outcome = run_episode("libero_10_swap/8", policy=TeacherPolicy(seed=1955018309), out_dir=tmp_path,
+                          init_state=13)
+    assert outcome.outcome == "strict_success" and outcome.gate_accepted_on_evidence, outcome.end_reason
+    carries = [c for e in _events(outcome) for c in e["cells"] if "via[:2] *=" in c["code"]]
+    assert len(carries) >= 2
+    assert all("its long side across the row" in c["code"] and "lowered: True" in c["output"] for c in carries[-2:])
+
+
 @pytest.mark.parametrize(("failure", "state"), [("perturbed_grasp", 11), ("perturbed_place", 12)])
 def test_an_injected_failure_goes_unnoticed_ends_in_a_host_failure_and_is_flagged(failure: str, state: int,
                                                                                    tmp_path: Path) -> None:

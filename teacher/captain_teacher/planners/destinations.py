@@ -67,7 +67,19 @@ SLOT_HALF_WIDTH_M = 0.035
 #: The aim's shifts inside a region (toward the robot, side by side) stop this far inside
 #: its edges: LIBERO tests the object's origin against the region, m.
 AIM_EDGE_MARGIN_M = 0.02
+#: The same margin in a region at the edge of reach (``SHARE_ACROSS_REACH_FROM_M``), m: a
+#: centimetre nearer the robot is what the arm lacks there (an object released 1.5 cm above
+#: its support lands within a few millimetres of the aim).
+FAR_AIM_EDGE_MARGIN_M = 0.01
 CONTAINER_KINDS = frozenset({"basket", "caddy", "microwave", "drawer_cabinet"})
+#: A region whose shorter side is at least this share of its longer one is square: objects
+#: sharing it may be set side by side along either side.
+SQUARE_REGION_RATIO = 0.9
+#: From this far from the base (m; where a top-down hand nears the end of its reach, as
+#: ``grasping.REACH_TILT_FROM_M``) objects sharing a square region are set side by side
+#: across the reach direction: along it, the farther one is out of reach (LIBERO-PRO's
+#: swapped stove puts its cook region's far half 0.9 m from the base).
+SHARE_ACROSS_REACH_FROM_M = 0.75
 
 
 @dataclass(frozen=True)
@@ -124,12 +136,12 @@ class Destination:
         if self._shared():  # side by side: the shift toward the robot may not push the outer ones out
             axis = self.share_axis(scene)
             along = float(toward[:2] @ axis[:2])
-            room = max(0.0, max(self.half_xy_m()) - AIM_EDGE_MARGIN_M - self._spread())
+            room = max(0.0, max(self.half_xy_m()) - self._edge_margin(scene) - self._spread())
             toward = toward - axis * (along - float(np.clip(along, -room, room)))
         extra = toward + share
-        if self.click:  # both shifts together keep the aim AIM_EDGE_MARGIN_M inside the region
+        if self.click:  # both shifts together keep the aim the edge margin inside the region
             R = rot_z(scene.yaw(self.click))
-            limit = np.maximum(np.asarray(self.half_xy_m()) - AIM_EDGE_MARGIN_M, 0.0)
+            limit = np.maximum(np.asarray(self.half_xy_m()) - self._edge_margin(scene), 0.0)
             local = R[:2, :2].T @ extra[:2]
             extra = np.append(R[:2, :2] @ np.clip(local, -limit, limit), 0.0)
         return self.region_center_m(scene) + extra + shift
@@ -161,6 +173,10 @@ class Destination:
         they land on the rim)."""
         return self.share[1] > 1 and not self.container
 
+    def spread_m(self) -> float:
+        """How far the outer aims of a shared region are from its centre, m."""
+        return self._spread()
+
     def _spread(self) -> float:
         """How far the outer aims of a shared region are from its centre, m."""
         hx, hy = self.half_xy_m()
@@ -168,10 +184,21 @@ class Destination:
 
     def share_axis(self, scene: SceneView) -> np.ndarray:
         """The direction (unit, base frame) along which objects sharing the region are set
-        side by side: the region's longer side."""
+        side by side: the region's longer side; in a square region whose farther aim along
+        that side would be ``SHARE_ACROSS_REACH_FROM_M`` or more from the base, the side
+        that keeps the farther aim nearer the base (across the reach direction)."""
         hx, hy = self.half_xy_m()
         yaw = scene.yaw(self.click) if self.click else 0.0
-        return rot_z(yaw)[:, 0] if hx >= hy else rot_z(yaw)[:, 1]
+        longer, shorter = (rot_z(yaw)[:, 0], rot_z(yaw)[:, 1]) if hx >= hy else (rot_z(yaw)[:, 1], rot_z(yaw)[:, 0])
+        if min(hx, hy) < SQUARE_REGION_RATIO * max(hx, hy):
+            return longer
+        centre, spread = self.region_center_m(scene)[:2], self._spread()
+
+        def farther(axis: np.ndarray) -> float:
+            return max(float(np.hypot(*(centre + s * spread * axis[:2]))) for s in (-1.0, 1.0))
+
+        along = farther(longer)
+        return shorter if along >= SHARE_ACROSS_REACH_FROM_M and farther(shorter) < along else longer
 
     def region_center_m(self, scene: SceneView) -> np.ndarray:
         """Centre of the goal's region, base frame (for a drawer: the middle of the part of
@@ -190,6 +217,15 @@ class Destination:
         offset = np.asarray(REGION_OFFSETS_M.get(key, (0.0, 0.0, 0.0)))
         return scene.position(self.click) + rot_z(scene.yaw(self.click)) @ offset
 
+    def _far(self, scene: SceneView) -> bool:
+        """Whether the region's centre is ``SHARE_ACROSS_REACH_FROM_M`` or more from the base."""
+        return float(np.hypot(*self.region_center_m(scene)[:2])) >= SHARE_ACROSS_REACH_FROM_M
+
+    def _edge_margin(self, scene: SceneView) -> float:
+        """How far inside the region's edges the aim's shifts stop, m: ``AIM_EDGE_MARGIN_M``,
+        ``FAR_AIM_EDGE_MARGIN_M`` in a region at the edge of reach."""
+        return FAR_AIM_EDGE_MARGIN_M if self._far(scene) else AIM_EDGE_MARGIN_M
+
     def _toward_robot(self, scene: SceneView) -> np.ndarray:
         """A shift of the aim toward the robot inside large, far regions (easier to reach)."""
         center = self.region_center_m(scene)
@@ -200,6 +236,8 @@ class Destination:
         toward = -center[:2] / float(np.hypot(*center[:2]))
         local = rot_z(yaw)[:2, :2].T @ toward
         step = min(0.45 * hx / max(abs(local[0]), 1e-6), 0.45 * hy / max(abs(local[1]), 1e-6), 0.07)
+        if self._far(scene):  # out at the edge of reach: to the near edge
+            step = 0.07  # (``aim_m`` keeps the aim the edge margin inside the region)
         if step < 0.02:
             return np.zeros(3)
         return np.array([toward[0] * step, toward[1] * step, 0.0])

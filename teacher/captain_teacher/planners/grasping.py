@@ -399,12 +399,19 @@ def _lift_expression(ctx: TeacherContext, obj: str, dest: Destination, spec: Gra
     expr = f'max(grasp[2] + 0.1, d["top_z_m"] + hang + {clear})'
     scene = ctx.scene
     start, end = scene.position(obj), dest.aim_m(scene)
+    # objects set beside this one in a shared region are passed beside, not over, at the end
+    sharers = {g.args[0] for g in scene.snapshot.goals if len(g.args) > 1 and g.args[1] == dest.goal_arg}
+    length = float(np.linalg.norm((end - start)[:2]))
+    beside = 1.0 - min(1.0, 2.0 * dest.spread_m() / length) if dest.share[1] > 1 and length > 0 else 1.0
     top = -1.0
     for n in scene.names():
         if n in (obj, dest.click):
             continue
         b = scene.box(n)
-        if any(xy_distance_to_box(start + t * (end - start), b) < 0.07 for t in np.linspace(0.0, 1.0, 12)):
+        ts = np.linspace(0.0, 1.0, 12)
+        if n in sharers:
+            ts = ts[ts <= beside]
+        if any(xy_distance_to_box(start + t * (end - start), b) < 0.07 for t in ts):
             top = max(top, b.top_z_m)
     box = scene.box(obj)
     hang = box.top_z_m - spec.depth_below_top_m - box.bottom_z_m

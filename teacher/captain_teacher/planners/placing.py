@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from captain_harness.core.episode.table_regions import TableRegion
+from captain_teacher.boxes import rot_z
 from captain_teacher.cells import num, vec
 from captain_teacher.context import Step, TeacherContext
 from captain_teacher.objects import EXPECTED_RADIUS_M, GraspSpec, kind_of, label_of
@@ -27,6 +28,14 @@ from captain_teacher.planners.destinations import Destination
 #: Into a narrow compartment the held object's bottom is released this far below the
 #: destination's measured top (inside its walls, so it cannot topple over them), m.
 SLOT_RELEASE_BELOW_TOP_M = 0.05
+#: A carry to a spot this far from the base or farther (horizontally, m; where a top-down
+#: hand nears the end of its reach) goes out along the reach direction from
+#: ``FAR_CARRY_VIA_M``: straight from the side, the arm passes a joint limit on the way.
+FAR_CARRY_FROM_M = 0.75
+FAR_CARRY_VIA_M = 0.62
+#: An object set beside others in a shared region is turned a quarter when its footprint
+#: reaches this much farther along the row than across it, m.
+LONG_SIDE_MARGIN_M = 0.01
 #: An object set down in a table region keeps its footprint this far from others', m.
 SPOT_CLEARANCE_M = 0.01
 
@@ -82,12 +91,31 @@ def place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec
                         "  # the measurement taken while holding")
     elif getattr(ctx, "adopt_held", None) is False:
         lines.insert(0, f"# {ctx.held_note}")
+    body_held = widened and spec.style != "rim" and getattr(ctx, "adopt_held", None) is True
     ctx.adopt_held = None
-    lines.append('place = lift.copy()\nplace[:2] += target - np.array(o["center_xy_m"])')
+    if body_held:
+        lines.append(f"place = lift.copy()\nplace[:2] = target  # the jaws hold the {olab}'s body at its middle, "
+                     "and its outline (measured while holding) is off the body's: the tool centre goes over the spot")
+    else:
+        lines.append('place = lift.copy()\nplace[:2] += target - np.array(o["center_xy_m"])')
     slot_jaw = _slot_jaw(ctx, obj, dest, spec)
     if slot_jaw is not None:
         lines.append(f"q = downq({num(slot_jaw)})  # the {olab}'s thin side (between the jaws) across the "
                      f"{dlab}'s compartment")
+    elif spec.style != "rim" and _long_side_along_share(ctx, obj, dest):
+        # a quarter turn of the held object about the vertical (the tool's z points down: a tool
+        # turn t turns the object by -t), the side its outline widens to ending away from the robot
+        wide = body if body is not None else np.array([0.0, -1.0])
+        outward = aim[:2] / float(np.hypot(*aim[:2]))
+        turn = max((math.pi / 2, -math.pi / 2), key=lambda t: float(rot_z(-t)[:2, :2] @ wide @ outward))
+        lines.append(f"c, s = math.cos({num(turn / 2, 4)}), math.sin({num(turn / 2, 4)})\nw, x, y, z = q\n"
+                     f"q = [w * c - z * s, x * c + y * s, y * c - x * s, z * c + w * s]  # the {olab} turned a "
+                     f"quarter: set beside another on the {dlab}, its long side across the row, not along it, "
+                     "and its handle away from the robot")
+    if far := float(np.hypot(*aim[:2])) >= FAR_CARRY_FROM_M:
+        lines.append(f"out = float(np.hypot(*place[:2]))\nvia = place.copy()\nvia[:2] *= {num(FAR_CARRY_VIA_M)} / out"
+                     "  # at the edge of reach: out along the reach direction, from nearer the robot\n"
+                     f'go(via, q, speed={num(st.carry_speed_m_s)}, mode="manipulation")')
     lines.append(f'r = go(place, q, speed={num(st.carry_speed_m_s)}, mode="manipulation")')
     if spec.style != "rim" and slot_jaw is None:  # held at its middle: it may turn about the vertical
         lines.append(quarter_turn_fallback(st.carry_speed_m_s, olab))
@@ -113,6 +141,8 @@ def place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec
     if st.settle_hold_s > 0:
         lines.append(f"robot.hold(duration_s={num(st.settle_hold_s, 1)})")
     lines.append(f"r = go(release + [0, 0, 0.1], q, speed={num(st.approach_speed_m_s)})")
+    if far:
+        lines.append(f"r = go(via, q, speed={num(st.approach_speed_m_s)})  # back in along the reach direction")
     lines.append(f"r = go(home, downq(0.0), speed={num(st.approach_speed_m_s)})  # out of the head camera's view")
     if st.notes:
         lines.append(f'with open("NOTES.md", "a") as f:\n    f.write("- released the {olab} {where} the {dlab}\\n")')
@@ -191,6 +221,21 @@ def quarter_turn_fallback(speed_m_s: float, olab: str) -> str:
             "            q = q_turned\n"
             f'            print("carry: turned the {olab} a quarter turn to keep the wrist in its range")\n'
             "            break")
+
+
+def _long_side_along_share(ctx: TeacherContext, obj: str, dest: Destination) -> bool:
+    """Whether ``obj``, set side by side with others in ``dest``'s region, has its long
+    side along the row (its footprint's reach along the share axis more than
+    ``LONG_SIDE_MARGIN_M`` beyond its reach across it): a moka pot's handle and spout, along
+    the row, reach into its neighbour's."""
+    if dest.share[1] < 2 or dest.container or not dest.region:
+        return False
+    box = ctx.scene.box(obj)
+    axis = dest.share_axis(ctx.scene)[:2]
+    local = rot_z(box.yaw_rad)[:2, :2].T @ axis
+    along = float(np.abs(local) @ box.half_m[:2])
+    across = float(np.abs(local[::-1]) @ box.half_m[:2])
+    return along > across + LONG_SIDE_MARGIN_M
 
 
 def _slot_jaw(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec) -> float | None:

@@ -122,8 +122,9 @@ def decompose(ctx: TeacherContext) -> list[Subtask]:
             for i, corner in zip(indices, corners, strict=True):
                 t = middle[i]
                 middle[i] = Subtask(t.kind, t.args, replace(t.dest, corner_m=corner))
-        elif len(indices) > 1:
-            for k, i in enumerate(indices):
+        elif len(indices) > 1:  # side by side, each on the side it starts from: their paths do not cross
+            axis = middle[indices[0]].dest.share_axis(scene)[:2]
+            for k, i in enumerate(sorted(indices, key=lambda j: float(scene.position(middle[j].args[0])[:2] @ axis))):
                 t = middle[i]
                 spread = share_spread_m(t.dest, [middle[j].args[0] for j in indices], scene)
                 middle[i] = Subtask(t.kind, t.args, replace(t.dest, share=(k, len(indices)), share_spread_m=spread))
