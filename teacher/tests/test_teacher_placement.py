@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from captain_backends.core.snapshot import GoalPredicate, ObjectPose, SimSnapshot
+from captain_harness.core.episode.table_regions import TableRegion
 from captain_harness.core.geometry import quat_to_matrix
-from captain_teacher.boxes import rot_z
+from captain_teacher.boxes import Box, rot_z
 from captain_teacher.clearance import COMFORTABLE_REACH_M, MAX_SET_ASIDE_REACH_M, free_spot
 from captain_teacher.objects import grasp_for
 from captain_teacher.planners.destinations import (
@@ -25,7 +26,15 @@ from captain_teacher.planners.destinations import (
     share_spread_m,
 )
 from captain_teacher.planners.grasping import _lift_expression
-from captain_teacher.planners.placing import _long_side_along_share, quarter_turn_fallback
+from captain_teacher.planners.placing import (
+    NUDGE_CLEARANCE_M,
+    NUDGE_MAX_M,
+    _long_side_along_share,
+    footprint_gap,
+    nudge_spot,
+    quarter_turn_fallback,
+    spot_blockers,
+)
 from captain_teacher.planners.task import decompose
 from captain_teacher.scene import SceneView
 
@@ -125,6 +134,55 @@ def test_the_second_pot_is_carried_past_the_first_not_over_it() -> None:
                         "moka_pot_2": ((-0.205, -0.201, 0.966), YAW_180),
                         "flat_stove_1": ((0.044, 0.065, 0.905), UPRIGHT)}, done.snapshot.goals)
     assert "pass over" in _lift_expression(ctx, "moka_pot_2", places["moka_pot_2"].dest, spec)
+
+
+#: LIBERO-PRO's swapped libero_goal/5, state 13 (world frame): the cream cheese box stands
+#: at the edge of the stove's front region, and the table is too crowded for a free spot.
+CROWDED = {"akita_black_bowl_1": ((-0.089, -0.007, 0.898), (0.705, 0.0, 0.0, 0.709)),
+           "cream_cheese_1": ((-0.069, 0.136, 0.909), YAW_180),
+           "plate_1": ((-0.212, -0.068, 0.91), (0.708, -0.056, 0.073, 0.7)),
+           "wine_bottle_1": ((0.037, -0.015, 0.899), YAW_180),
+           "flat_stove_1": ((-0.404, 0.202, 0.905), UPRIGHT),
+           "wine_rack_1": ((-0.267, -0.251, 0.92), YAW_180),
+           "wooden_cabinet_1": ((0.04, -0.234, 0.905), YAW_180)}
+FRONT = TableRegion((0.61, 0.21), (0.04, 0.04), 0.0)  # main_table_stove_front_region in TASK.md, base frame
+
+
+def test_what_leaves_no_clear_spot_in_a_table_region_is_moved_out_of_it_first() -> None:
+    goals = (GoalPredicate("on", ("plate_1", "main_table_stove_front_region"), False),)
+    ctx = SimpleNamespace(scene=_scene(CROWDED, goals), table_regions={"main_table_stove_front_region": FRONT})
+    plan = decompose_scene_ctx(ctx)
+    assert [(t.kind, t.args) for t in plan] == [
+        ("clear_region", ("cream_cheese_1", "main_table_stove_front_region", "plate_1")), ("place", ("plate_1",))]
+    # 13 cm from every other object and the region's centre, no spot of the table is free
+    centre = np.array([*FRONT.center_xy_m, 0.0])
+    assert free_spot(ctx.scene, "cream_cheese_1", [centre], np.random.default_rng(0)) is None
+    spot = nudge_spot(ctx, "cream_cheese_1", "plate_1", FRONT)
+    assert spot is not None
+    box = ctx.scene.box("cream_cheese_1")
+    assert float(np.linalg.norm(spot[:2] - box.center_m[:2])) <= NUDGE_MAX_M
+    there = Box(spot, box.half_m, box.yaw_rad)
+    others = [n for n in ctx.scene.names() if n not in ("cream_cheese_1", "plate_1")]
+    assert min(footprint_gap(there, ctx.scene.box(n)) for n in others) >= NUDGE_CLEARANCE_M
+    # moved there, it leaves the plate a spot of the region clear of everything
+    poses = dict(CROWDED)
+    poses["cream_cheese_1"] = ((spot[0] - 0.66, spot[1], 0.909), YAW_180)
+    ctx.scene = _scene(poses, goals)
+    assert spot_blockers(ctx, "plate_1", FRONT) == []
+    assert [t.kind for t in decompose_scene_ctx(ctx)] == ["place"]
+
+
+def test_footprint_gap_is_the_distance_between_box_edges() -> None:
+    a = Box(np.array([0.0, 0.0, 0.0]), np.array([0.05, 0.02, 0.01]), 0.0)
+    assert footprint_gap(a, Box(np.array([0.13, 0.0, 0.0]), np.array([0.05, 0.02, 0.01]), 0.0)) == pytest.approx(0.03)
+    assert footprint_gap(a, Box(np.array([0.0, 0.07, 0.0]), np.array([0.05, 0.02, 0.01]), math.pi / 2)) == \
+        pytest.approx(0.0)  # turned across, its end reaches into the first
+    assert footprint_gap(a, Box(np.array([0.0, 0.1, 0.0]), np.array([0.05, 0.02, 0.01]), math.pi / 2)) == \
+        pytest.approx(0.03)
+
+
+def decompose_scene_ctx(ctx: SimpleNamespace) -> list:
+    return decompose(ctx)  # type: ignore[arg-type]
 
 
 def decompose_scene(scene: SceneView) -> list:

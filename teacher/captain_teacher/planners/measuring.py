@@ -157,6 +157,11 @@ def remeasure_from_above(ctx: TeacherContext, name: str, var: str, key: str, pro
     return fb
 
 
+#: A held object's measured bottom more than this below where it really hangs is not
+#: adopted for the carry, m.
+HELD_BOTTOM_TOLERANCE_M = 0.03
+
+
 def measure_held(ctx: TeacherContext, obj: str, dest: Destination, ov: str, dv: str, shifted: bool) -> Plan:
     """Measure the held object and the destination again before carrying."""
     if not dest.click:
@@ -180,7 +185,15 @@ def measure_held(ctx: TeacherContext, obj: str, dest: Destination, ov: str, dv: 
     good = isinstance(held_m, dict) and "center" in held_m and float(np.linalg.norm(
         np.asarray(held_m["center"][:2], float) - box.center_m[:2])) < 0.015 and abs(
         float(held_m.get("radius", 0.0)) - EXPECTED_RADIUS_M.get(kind_of(obj), float(held_m.get("radius", 0.0)))) < 0.02
-    ctx.adopt_held = bool(good)
+    # the carry lowers the object by its measured bottom: one that stayed on the table (a plate
+    # hanging from its rim, its underside unseen) would have it let go far above its support
+    low = isinstance(held_m, dict) and "bottom" in held_m and \
+        float(held_m["bottom"]) < box.bottom_z_m - HELD_BOTTOM_TOLERANCE_M
+    ctx.adopt_held = bool(good) and not low
     radius_cm = float(held_m.get("radius", 0.0)) * 100 if isinstance(held_m, dict) else 0.0
-    ctx.held_note = ("" if good else f"the held measurement took in the fingers (radius {num(radius_cm, 1)} cm), "
-                     "so I keep the one from before the grasp")
+    if low:
+        ctx.held_note = (f"the held measurement's bottom ({num(float(held_m['bottom']), 3)} m) is where the "
+                         f"{label_of(obj)} stood, not where it hangs now, so I keep the one from before the grasp")
+    else:
+        ctx.held_note = ("" if good else f"the held measurement took in the fingers (radius {num(radius_cm, 1)} cm), "
+                         "so I keep the one from before the grasp")

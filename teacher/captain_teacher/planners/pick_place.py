@@ -36,7 +36,7 @@ from captain_teacher.planners.front_load import front_loads, handle_grasp
 from captain_teacher.planners.grasping import back_off_step, choose_grasp, grasp_step, tipped_grasp_fits
 from captain_teacher.planners.lay import groove_for, lay_step
 from captain_teacher.planners.measuring import ground_and_measure, measure_held
-from captain_teacher.planners.placing import place_step
+from captain_teacher.planners.placing import nudge_spot, place_step
 
 
 def pick_and_place(ctx: TeacherContext, obj: str, dest: Destination, *, first: bool) -> Plan:
@@ -63,12 +63,14 @@ def pick_and_place(ctx: TeacherContext, obj: str, dest: Destination, *, first: b
 
 
 def move_aside(ctx: TeacherContext, name: str, avoid: list[np.ndarray], for_obj: str,
-               reason: str | None = None, avoid_boxes: Sequence[Box] = ()) -> Plan:
+               reason: str | None = None, avoid_boxes: Sequence[Box] = (), spot: np.ndarray | None = None) -> Plan:
     """Pick an object that is in the way and set it down on a free spot of the table
-    (away from the ``avoid`` points and ``avoid_boxes``, see ``free_spot``)."""
+    (away from the ``avoid`` points and ``avoid_boxes``, see ``free_spot``), or at ``spot``
+    (base frame, m) when given."""
     head = ctx.cameras.get(HEAD)
-    spot = free_spot(ctx.scene, name, avoid, ctx.rng, avoid_boxes=avoid_boxes,
-                     seen=None if head is None else lambda p: ctx.scene.click_point(p, head) is not None)
+    if spot is None:
+        spot = free_spot(ctx.scene, name, avoid, ctx.rng, avoid_boxes=avoid_boxes,
+                         seen=None if head is None else lambda p: ctx.scene.click_point(p, head) is not None)
     if spot is None:
         return
     dest = spot_destination(spot)
@@ -79,6 +81,21 @@ def move_aside(ctx: TeacherContext, name: str, avoid: list[np.ndarray], for_obj:
         f"the {label_of(for_obj)}. I'll first set the {label_of(name)} aside on a free spot of the table.")
     yield from ground_and_measure(ctx, name, dest, ov, dv, reason)
     yield from grasp_carry_release(ctx, name, dest, spec, ov, dv, retries=1)
+
+
+def clear_region(ctx: TeacherContext, blocker: str, region: str, obj: str) -> Plan:
+    """Set ``blocker`` aside when it leaves no spot of the table region ``region`` clear for
+    ``obj`` (``placing.spot_blockers``), keeping it off the region grown by ``obj``'s footprint."""
+    table = ctx.table_regions.get(region)
+    spot = None if table is None else nudge_spot(ctx, blocker, obj, table)
+    if spot is None:
+        return
+    cm = num(float(np.linalg.norm(spot[:2] - ctx.scene.box(blocker).center_m[:2])) * 100, 0)
+    reason = (f"The {label_of(blocker)} stands where the {label_of(obj)} has to go: no spot of {region} (TASK.md) "
+              f"keeps the {label_of(obj)} clear of it, and set down on it the {label_of(obj)} would tip and slide "
+              f"off. I'll first move the {label_of(blocker)} {cm} cm out of the way (the table is too crowded to set "
+              "it farther aside).")
+    yield from move_aside(ctx, blocker, [], obj, reason=reason, spot=spot)
 
 
 #: A grasp cell's printed descent when the arm could not make it or the approach above it

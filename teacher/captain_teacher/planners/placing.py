@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from captain_harness.core.episode.table_regions import TableRegion
-from captain_teacher.boxes import rot_z
+from captain_teacher.boxes import Box, rot_z
 from captain_teacher.cells import num, vec
 from captain_teacher.context import Step, TeacherContext
 from captain_teacher.objects import EXPECTED_RADIUS_M, GraspSpec, kind_of, label_of
@@ -129,6 +129,13 @@ def place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec
     elif dest.container:
         lines.append(f'release = place.copy()\nrelease[2] = {top} + {num(spec.release_above_m)} + hang'
                      f"  # just above the rim, it drops in")
+    elif table is not None and (stood := printed_measurement(ctx, short_name(obj))) is not None:
+        # a region of the table: released above the table where the object stood, not above the
+        # fixture the region is named after (a plate let go 2 cm above the stove's top fell
+        # 4 cm, tipped and slid 5 cm short, onto the stove's edge)
+        lines.append(f'release = place.copy()\nrelease[2] = {num(float(stood["bottom"]), 3)} + '
+                     f'{num(spec.release_above_m)} + hang  # above the table, where the {olab} stood (its measured '
+                     "bottom)")
     else:
         lines.append(f'release = place.copy()\nrelease[2] = {top} + {num(spec.release_above_m)} + hang')
     if slot_jaw is not None:  # guarded: a touch on a wall stops it lightly, and it is released from there
@@ -164,11 +171,75 @@ def clear_spot(ctx: TeacherContext, obj: str, aim_xy: np.ndarray, table: TableRe
         ``(spot_xy, blockers)``: base frame metres, and the words for the objects the spot
         moved away from (empty when ``aim_xy`` was clear).
     """
+    spot, _, near, _ = _clearest_spot(ctx, obj, aim_xy, table)
+    return spot, [label_of(n) for n in near]
+
+
+def spot_blockers(ctx: TeacherContext, obj: str, table: TableRegion) -> list[str]:
+    """The objects that leave no spot of the table region ``table`` where ``obj``'s
+    footprint stays ``SPOT_CLEARANCE_M`` clear of theirs (``clear_spot`` then settles for
+    the clearest one: a plate set down half on a cream cheese box in LIBERO-PRO's swapped
+    libero_goal/5 tipped and slid off the region); empty when there is such a spot."""
+    _, clearance, _, there = _clearest_spot(ctx, obj, np.asarray(table.center_xy_m, float), table)
+    return [] if clearance >= SPOT_CLEARANCE_M else there
+
+
+#: A blocker is moved at most this far out of a table region, m, and keeps this far from
+#: every other object's footprint where it is set down, m; moved, it leaves the region a
+#: spot ``NUDGE_SPARE_M`` clearer than ``SPOT_CLEARANCE_M`` (it is set down within a
+#: centimetre or two of its aim), m.
+NUDGE_MAX_M = 0.15
+NUDGE_CLEARANCE_M = 0.015
+NUDGE_SPARE_M = 0.015
+
+
+def nudge_spot(ctx: TeacherContext, blocker: str, obj: str, table: TableRegion) -> np.ndarray | None:
+    """The nearest place (base frame, m; on the table at ``blocker``'s height) straight away
+    from the region's centre, in 1 cm steps up to ``NUDGE_MAX_M``, where ``blocker`` leaves
+    ``obj`` a clear spot of the region (``spot_blockers``, with ``NUDGE_SPARE_M``) and its own footprint
+    stays ``NUDGE_CLEARANCE_M`` clear of every other object's (a crowded table has no free
+    spot 13 cm from everything, ``clearance.free_spot``); None when there is none."""
+    scene = ctx.scene
+    box = scene.box(blocker)
+    away = box.center_m[:2] - np.asarray(table.center_xy_m, float)
+    heading = math.atan2(float(away[1]), float(away[0]))
+    others = [scene.box(n) for n in scene.names() if n not in (blocker, obj)]
+    for step in np.arange(0.01, NUDGE_MAX_M + 1e-9, 0.01):
+        for turn in (0.0, math.pi / 6, -math.pi / 6, math.pi / 3, -math.pi / 3):  # straight away first
+            centre = box.center_m.copy()
+            centre[:2] += step * np.array([math.cos(heading + turn), math.sin(heading + turn)])
+            there = Box(centre, box.half_m, box.yaw_rad)
+            if any(footprint_gap(there, b) < NUDGE_CLEARANCE_M for b in others):
+                continue
+            _, clearance, _, _ = _clearest_spot(ctx, obj, np.asarray(table.center_xy_m, float), table,
+                                                {blocker: there})
+            if clearance >= SPOT_CLEARANCE_M + NUDGE_SPARE_M:
+                return centre
+    return None
+
+
+def footprint_gap(a: Box, b: Box) -> float:
+    """Horizontal gap between two boxes' footprints, m (0 when they overlap): the least
+    distance from a corner or edge midpoint of either to the other's footprint."""
+    def rim(box: Box) -> np.ndarray:
+        signs = np.array([(1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (-1, 0), (0, 1), (0, -1)], dtype=float)
+        return box.center_m[:2] + (signs * box.half_m[:2]) @ rot_z(box.yaw_rad)[:2, :2].T
+
+    if a.contains(np.array([*b.center_m[:2], a.center_m[2]])) or b.contains(np.array([*a.center_m[:2], b.center_m[2]])):
+        return 0.0
+    return min(min(xy_distance_to_box(p, b) for p in rim(a)), min(xy_distance_to_box(p, a) for p in rim(b)))
+
+
+def _clearest_spot(ctx: TeacherContext, obj: str, aim_xy: np.ndarray, table: TableRegion,
+                   moved: dict[str, Box] | None = None) -> tuple[np.ndarray, float, list[str], list[str]]:
+    """``clear_spot``'s search: the spot, its clearance (m) and the names of the objects
+    less than ``SPOT_CLEARANCE_M`` from the footprint at ``aim_xy`` (where the search
+    started) and at the spot; ``moved``: other objects' boxes as they would be elsewhere."""
     from captain_teacher.planners.destinations import AIM_EDGE_MARGIN_M
 
     scene = ctx.scene
     radius = EXPECTED_RADIUS_M.get(kind_of(obj), float(np.hypot(*scene.box(obj).half_m[:2])))
-    others = [(n, scene.box(n)) for n in scene.names() if n != obj]
+    others = [(n, (moved or {}).get(n) or scene.box(n)) for n in scene.names() if n != obj]
 
     def clearance(p: np.ndarray) -> tuple[float, list[str]]:
         gaps = [(xy_distance_to_box(p, box) - radius, n) for n, box in others]
@@ -177,7 +248,7 @@ def clear_spot(ctx: TeacherContext, obj: str, aim_xy: np.ndarray, table: TableRe
 
     here, near = clearance(np.asarray(aim_xy, float))
     if here >= SPOT_CLEARANCE_M:
-        return np.asarray(aim_xy, float), []
+        return np.asarray(aim_xy, float), here, [], []
     R = np.array([[math.cos(table.yaw_rad), -math.sin(table.yaw_rad)],
                   [math.sin(table.yaw_rad), math.cos(table.yaw_rad)]])
     half = np.maximum(np.asarray(table.half_xy_m, float) - AIM_EDGE_MARGIN_M, 0.0)
@@ -190,7 +261,8 @@ def clear_spot(ctx: TeacherContext, obj: str, aim_xy: np.ndarray, table: TableRe
             key = (c >= SPOT_CLEARANCE_M, c if c < SPOT_CLEARANCE_M else 0.0, -float(np.linalg.norm(p - aim_xy)))
             if key > best_key:
                 best, best_key = p, key
-    return best, [label_of(n) for n in near]
+    c_best, there = clearance(best)
+    return best, c_best, near, there
 
 
 def _outline_offset(ctx: TeacherContext, obj: str) -> np.ndarray | None:

@@ -1,7 +1,8 @@
 """The whole episode: set up the session, split the task's goals into sub-tasks in a
 workable order, run each sub-task's planner, then verify and finish.
 
-Order of sub-tasks: opening drawers (also one that a relation needs open), turning knobs,
+Order of sub-tasks: setting aside what stands in a table region an object must go to (no
+spot of it would keep the object clear), opening drawers (also one that a relation needs open), turning knobs,
 then the relations in the task's order, then closing drawers and doors (after whatever
 goes inside them), then picking up what must end lifted in the hand (the tabletop's
 ``Lifted``). Goals already true at the start are skipped. After an injected
@@ -22,6 +23,7 @@ from dataclasses import dataclass, replace
 
 import captain_teacher.cells as cells
 from captain_harness.core.episode.gate import shuts
+from captain_teacher.clearance import movable
 from captain_teacher.context import HEAD, WRIST, Step, TeacherContext
 from captain_teacher.library import HELPERS_SOURCE
 from captain_teacher.objects import kind_of
@@ -29,7 +31,8 @@ from captain_teacher.planners import articulated
 from captain_teacher.planners.common import Plan, PlanError
 from captain_teacher.planners.destinations import Destination, basket_corners, destination_for, share_spread_m
 from captain_teacher.planners.lift import pick_up
-from captain_teacher.planners.pick_place import pick_and_place
+from captain_teacher.planners.pick_place import clear_region, pick_and_place
+from captain_teacher.planners.placing import spot_blockers
 from captain_teacher.planners.verify import (
     MEASURED_SUMMARY,
     SAME_REGION,
@@ -67,6 +70,9 @@ class Subtask:
             return not articulated.in_drawer_way(ctx, self.args[1], self.args[0])
         if self.kind == "clear_pull":
             return self.args[0] not in articulated.pull_obstacles(ctx, self.args[1])
+        if self.kind == "clear_region":
+            table = ctx.table_regions.get(self.args[1])
+            return table is None or self.args[0] not in spot_blockers(ctx, self.args[2], table)
         return ctx.goal_satisfied(self.kind, self.args)
 
 
@@ -112,6 +118,13 @@ def decompose(ctx: TeacherContext) -> list[Subtask]:
             lifts.append(Subtask(pred, args))
         else:
             raise PlanError(f"the teacher has no plan for the goal {pred}({', '.join(args)})")
+    tables = getattr(ctx, "table_regions", None) or {}
+    goal_objects = {g.args[0] for g in goals if g.args}
+    for t in middle:  # a table region something else stands in: that is set aside first
+        if t.kind == "place" and t.dest is not None and t.dest.goal_arg in tables:
+            first.extend(Subtask("clear_region", (b, t.dest.goal_arg, t.args[0]))
+                         for b in spot_blockers(ctx, t.args[0], tables[t.dest.goal_arg])
+                         if movable(b) and b not in goal_objects)
     shared: dict[str, list[int]] = {}
     for i, t in enumerate(middle):
         if t.kind == "place" and t.dest is not None and t.dest.region:
@@ -212,6 +225,8 @@ def run_subtask(ctx: TeacherContext, t: Subtask, first: bool) -> Plan:
         yield from articulated.clear_drawer_way(ctx, t.args[1], t.args[0])
     elif t.kind == "clear_pull":
         yield from articulated.clear_pull(ctx, t.args[1], t.args[0])
+    elif t.kind == "clear_region":
+        yield from clear_region(ctx, *t.args)
     elif t.kind in ("open", "close"):
         yield from articulated.drawer_or_door(ctx, t.kind, t.args[0])
     elif t.kind in ("turnon", "turnoff"):
