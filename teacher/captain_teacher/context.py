@@ -109,6 +109,8 @@ class TeacherContext:
         self.unreachable_jaws: dict[str, list[float]] = {}
         #: objects a top-down grasp could not reach (retried with the hand tipped outward)
         self.out_of_reach: set[str] = set()
+        #: objects near the base whose centred grasp the arm could not make straight down
+        self.folded_reach: set[str] = set()
         #: relations into a part a goal shuts, measured after the release and before
         #: shutting it: the objects, the session variable of the check and its words
         self.shut_check: tuple[frozenset[str], str, str] | None = None

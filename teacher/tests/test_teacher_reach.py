@@ -12,13 +12,19 @@ import math
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from captain_backends.core.snapshot import ObjectPose, SimSnapshot
 from captain_harness.core.geometry import quat_to_matrix
+from captain_teacher.clearance import hand_blockers
 from captain_teacher.objects import grasp_for
 from captain_teacher.planners.grasping import (
+    FOLDED_HOVER_OUT_M,
+    FOLDED_LAST_DOWN_M,
     REACH_TILT_RAD,
     UNREACHABLE_JAW_TURN_RAD,
+    Grasp,
+    _folded_hover_offset,
     choose_grasp,
     span_across_reach,
     tipped_grasp_fits,
@@ -111,3 +117,28 @@ def test_a_far_box_is_tipped_only_when_it_fits_the_jaws_across_the_reach_directi
         span = span_across_reach(ctx, "butter_1")
         assert (span < 0.07) is fits, span
         assert tipped_grasp_fits(ctx, "butter_1") is fits
+
+
+def test_a_retried_grasp_near_the_base_hovers_farther_out_clear_of_its_neighbours() -> None:
+    pudding, mug = "chocolate_pudding_1", "porcelain_mug_1"
+    base_xy = np.array([0.31, 0.02])
+
+    def ctx(with_mug: bool) -> SimpleNamespace:
+        poses = {pudding: ObjectPose((base_xy[0] - 0.66, base_xy[1], 0.93), (1.0, 0.0, 0.0, 0.0))}
+        if with_mug:  # standing in the way of a hand hovering straight out from the pudding
+            poses[mug] = ObjectPose((base_xy[0] + 0.12 - 0.66, base_xy[1], 0.918), (1.0, 0.0, 0.0, 0.0))
+        snap = SimSnapshot(0.0, (-0.2, 0.0, 1.17), 1.0, poses, dict(poses), (), "", "", None)
+        return SimpleNamespace(scene=SceneView(snap, T_WORLD_BASE))
+
+    grasp = Grasp(None, "0.0", 0.0, 0.012, 0.0)
+    outward = base_xy / float(np.linalg.norm(base_xy))
+    alone = _folded_hover_offset(ctx(False), pudding, grasp, base_xy)
+    assert np.allclose(alone, outward * FOLDED_HOVER_OUT_M)
+    crowded = ctx(True)
+    turned = _folded_hover_offset(crowded, pudding, grasp, base_xy)
+    assert float(np.linalg.norm(turned)) == pytest.approx(FOLDED_HOVER_OUT_M)
+    assert float(turned @ outward) < 0.9 * FOLDED_HOVER_OUT_M  # turned off the reach direction
+    box = crowded.scene.box(pudding)
+    tcp = np.array([*(box.center_m[:2] + turned), box.top_z_m + FOLDED_LAST_DOWN_M])
+    assert hand_blockers(crowded.scene, tcp, 0.0, [pudding]) == []
+    assert hand_blockers(crowded.scene, np.array([*(box.center_m[:2] + alone), tcp[2]]), 0.0, [pudding]) == [mug]

@@ -336,6 +336,21 @@ def test_a_plate_held_by_its_rim_is_set_down_from_where_it_hangs_not_from_its_me
     assert sum("release = place.copy()" in c["code"] for c in cells) == 1  # set down once, in the region
 
 
+def test_a_grasp_near_the_base_the_arm_cannot_make_straight_down_is_retried_from_farther_out(tmp_path: Path
+                                                                                            ) -> None:
+    # LIBERO-PRO's swapped libero_10/6 puts the chocolate pudding 0.31 m from the base: the
+    # straight descent onto it needs a wrist flip (the cell prints "descent: ik_failed"), and
+    # the retry comes in from a hover 8 cm farther out, the last 3 cm straight down
+    outcome = run_episode("libero_10_swap/6", policy=TeacherPolicy(seed=1454170958), out_dir=tmp_path,
+                          init_state=12)
+    assert outcome.outcome == "strict_success", outcome.end_reason
+    grasps = [c for e in _events(outcome) for c in e["cells"]
+              if 'c = robot.move_to(gripper="close")' in c["code"] and "o[\"yaw_rad\"]" in c["code"]]
+    assert "descent: ik_failed" in grasps[0]["output"] and "farther out" not in grasps[0]["code"]
+    retry = next(c for c in grasps if "from farther out" in c["code"])
+    assert "held: True" in retry["output"] and "descent: ik_failed" not in retry["output"]
+
+
 @pytest.mark.parametrize(("failure", "state"), [("perturbed_grasp", 11), ("perturbed_place", 12)])
 def test_an_injected_failure_goes_unnoticed_ends_in_a_host_failure_and_is_flagged(failure: str, state: int,
                                                                                    tmp_path: Path) -> None:

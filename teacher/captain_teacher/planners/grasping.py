@@ -43,6 +43,13 @@ REACH_TILT_RAD = math.radians(35.0)
 #: from the base or farther (horizontally, m): nearer, the failure is a wrist turn, not reach.
 REACH_TILT_FROM_M = 0.75
 
+#: A centred grasp the arm could not make is retried from a hover this far farther out
+#: (horizontally, m) for an object nearer the base than ``FOLDED_REACH_M``.
+FOLDED_HOVER_OUT_M = 0.08
+FOLDED_REACH_M = 0.42
+#: ... and from there in to this far above the grasp before the last of it straight down, m.
+FOLDED_LAST_DOWN_M = 0.03
+
 #: The widest span the tipped jaws take, m (they open to 7.7 cm; 7 mm to spare).
 TIPPED_SPAN_MAX_M = 0.07
 
@@ -277,6 +284,21 @@ def choose_grasp(ctx: TeacherContext, obj: str, spec: GraspSpec, attempt: int,
     return Grasp(side, jaw_code, jaw, depth, spec.rim_inset_m, note=note)
 
 
+def _folded_hover_offset(ctx: TeacherContext, obj: str, grasp: Grasp, xy: np.ndarray) -> np.ndarray:
+    """Where the hover of a retried grasp near the base goes (xy offset from the grasp, m):
+    ``FOLDED_HOVER_OUT_M`` out along the reach direction, or turned up to 90 deg off it
+    where the hand there would sweep through another object (``hand_blockers``)."""
+    heading = math.atan2(float(xy[1]), float(xy[0]))
+    box = ctx.scene.box(obj)
+    jaw = grasp.jaw_yaw if grasp.jaw_yaw is not None else 0.0
+    for turn in (0.0, math.pi / 4, -math.pi / 4, math.pi / 2, -math.pi / 2):
+        off = FOLDED_HOVER_OUT_M * np.array([math.cos(heading + turn), math.sin(heading + turn)])
+        tcp = np.array([*(box.center_m[:2] + off), box.top_z_m + FOLDED_LAST_DOWN_M])
+        if not hand_blockers(ctx.scene, tcp, jaw, [obj]):
+            return off
+    return FOLDED_HOVER_OUT_M * np.array([math.cos(heading), math.sin(heading)])
+
+
 def grasp_step(ctx: TeacherContext, obj: str, dest: Destination | None, spec: GraspSpec, grasp: Grasp,
                ov: str, attempt: int) -> Step:
     """The request that grasps ``obj`` from its measurement ``o`` and lifts it: clear of
@@ -331,7 +353,14 @@ def grasp_step(ctx: TeacherContext, obj: str, dest: Destination | None, spec: Gr
         ctx.failure_done = True
         meta = {"injected_failure": "perturbed_grasp", "nosup_reason": "injected_failure"}
         lines.append(f"grasp[:2] += {vec(_beside(ctx, obj, spec, grasp))}")
-    lines.append(f"above = grasp + [0, 0, {num(hover)}]")
+    near = ctx.scene.box(obj).center_m[:2]
+    folded = bool(attempt and grasp.side is None and obj in getattr(ctx, "folded_reach", ()))
+    if folded:
+        out = _folded_hover_offset(ctx, obj, grasp, near)
+        lines.append(f"above = grasp + [{num(float(out[0]), 3)}, {num(float(out[1]), 3)}, {num(hover)}]"
+                     "  # from farther out: straight down, the arm folded near its base passes a wrist flip")
+    else:
+        lines.append(f"above = grasp + [0, 0, {num(hover)}]")
     if st.check_first:
         lines.append('chk = robot.check_motion(grasp.tolist(), q)\nprint("grasp reachable:", val(chk, "reachable"))')
     lines.append('if val(robot.gripper_state(), "gripper_open_fraction") < 0.9:\n    robot.move_to(gripper="open")')
@@ -349,6 +378,8 @@ def grasp_step(ctx: TeacherContext, obj: str, dest: Destination | None, spec: Gr
         lines.append('if r["success"]:\n    r = go(grasp - [0, 0, 0.03], q, speed=0.2)')
         lines.append('print("descent:", (r.get("value") or {}).get("stopped_reason"))')
         return Step(f"I'll go straight down onto {what} and close there.", ["\n".join(lines)], meta=meta)
+    if folded:  # in to just above it, then the last few centimetres straight down
+        lines.append(f'if r["success"]:\n    r = go(grasp + [0, 0, {num(FOLDED_LAST_DOWN_M)}], q, speed={descend})')
     lines.append(f'if r["success"]:\n    r = go(grasp, q, speed={descend})')
     lines.append('print("descent:", (r.get("value") or {}).get("stopped_reason"))')
     if st.inspect_contact:

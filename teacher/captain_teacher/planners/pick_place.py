@@ -33,7 +33,13 @@ from captain_teacher.planners.common import (
 )
 from captain_teacher.planners.destinations import Destination, spot_destination
 from captain_teacher.planners.front_load import front_loads, handle_grasp
-from captain_teacher.planners.grasping import back_off_step, choose_grasp, grasp_step, tipped_grasp_fits
+from captain_teacher.planners.grasping import (
+    FOLDED_REACH_M,
+    back_off_step,
+    choose_grasp,
+    grasp_step,
+    tipped_grasp_fits,
+)
 from captain_teacher.planners.lay import groove_for, lay_step
 from captain_teacher.planners.measuring import ground_and_measure, measure_held
 from captain_teacher.planners.placing import nudge_spot, place_step
@@ -118,6 +124,8 @@ def grasp_carry_release(ctx: TeacherContext, obj: str, dest: Destination, spec: 
                 ctx.unreachable_jaws.setdefault(obj, []).append(float(grasp.jaw_yaw))
             elif not grasp.tilt_rad and tipped_grasp_fits(ctx, obj):
                 ctx.out_of_reach.add(obj)
+            elif grasp.side is None and float(np.hypot(*ctx.scene.box(obj).center_m[:2])) < FOLDED_REACH_M:
+                ctx.folded_reach.add(obj)
         if fb.values.get("held") is True and ctx.held(obj):
             break
         if ctx.failure_done:  # an injected failure: carry on as if the grasp held
