@@ -129,13 +129,6 @@ def place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec
     elif dest.container:
         lines.append(f'release = place.copy()\nrelease[2] = {top} + {num(spec.release_above_m)} + hang'
                      f"  # just above the rim, it drops in")
-    elif table is not None and (stood := printed_measurement(ctx, short_name(obj))) is not None:
-        # a region of the table: released above the table where the object stood, not above the
-        # fixture the region is named after (a plate let go 2 cm above the stove's top fell
-        # 4 cm, tipped and slid 5 cm short, onto the stove's edge)
-        lines.append(f'release = place.copy()\nrelease[2] = {num(float(stood["bottom"]), 3)} + '
-                     f'{num(spec.release_above_m)} + hang  # above the table, where the {olab} stood (its measured '
-                     "bottom)")
     else:
         lines.append(f'release = place.copy()\nrelease[2] = {top} + {num(spec.release_above_m)} + hang')
     if slot_jaw is not None:  # guarded: a touch on a wall stops it lightly, and it is released from there
