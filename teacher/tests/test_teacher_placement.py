@@ -1,7 +1,9 @@
 """Where the teacher aims placements, on scenes built from snapshots in the libero_10 kitchen
 layout (robot base at (-0.66, 0, 0.912) in the world): objects sharing a region are set
-apart by their own widths and stay inside it, set-aside spots stay within comfortable
-reach, and the code that turns a held object a quarter about the vertical does so."""
+apart by their own widths and stay inside it (across the reach direction, at the near edge,
+when the region is at the edge of reach), the second is carried past the first, set-aside
+spots stay within comfortable reach, what leaves a table region no clear spot is moved out
+of it first, and the code that turns a held object a quarter about the vertical does so."""
 
 from __future__ import annotations
 
