@@ -351,6 +351,21 @@ def test_a_grasp_near_the_base_the_arm_cannot_make_straight_down_is_retried_from
     assert "held: True" in retry["output"] and "descent: ik_failed" not in retry["output"]
 
 
+def test_a_table_region_whose_fixture_no_camera_sees_is_measured_on_the_table(tmp_path: Path) -> None:
+    # LIBERO-PRO's swapped libero_10/6: the pudding goes to the table's rectangle right of the
+    # plate, and with the mug on it no view shows the plate the region is named after; the
+    # teacher ended the episode there ("no camera sees the plate"). It now clicks the table in
+    # the rectangle's middle for the height to set the pudding down at
+    outcome = run_episode("libero_10_swap/6", policy=TeacherPolicy(seed=1260750578), out_dir=tmp_path,
+                          init_state=12)
+    assert outcome.outcome == "strict_success" and outcome.gate_accepted_on_evidence, outcome.end_reason
+    events = _events(outcome)
+    point = next(e for e in events if "so I click the table in its middle instead" in e["reasoning"])
+    code = "\n".join(c["code"] for c in point["cells"])
+    assert 'table_spot = need(robot.mark_point(' in code and 'granularity="point"' in code
+    assert "measure_object_geometry(pudding)" in code
+
+
 @pytest.mark.parametrize(("failure", "state"), [("perturbed_grasp", 11), ("perturbed_place", 12)])
 def test_an_injected_failure_goes_unnoticed_ends_in_a_host_failure_and_is_flagged(failure: str, state: int,
                                                                                    tmp_path: Path) -> None:

@@ -46,6 +46,11 @@ def measurement_problem(ctx: TeacherContext, name: str, printed: Any) -> str | N
     return None
 
 
+#: The session variable of the table point clicked for a table region whose fixture no
+#: camera sees.
+TABLE_SPOT_VAR = "table_spot"
+
+
 def ground_and_measure(ctx: TeacherContext, obj: str, dest: Destination, ov: str, dv: str,
                        reasoning: str) -> Plan:
     """Observe, click the object and the destination, measure them together and print
@@ -61,7 +66,7 @@ def ground_and_measure(ctx: TeacherContext, obj: str, dest: Destination, ov: str
     if found is None:
         yield from move_to_view(ctx, obj)
         found = look_and_click(ctx, targets, prefer=WRIST) or look_and_click(ctx, targets, prefer=HEAD)
-    apart = ""
+    apart, table_point = "", False
     if found is None:  # one hides the other from every view: click each from its own view
         first = look_and_click(ctx, targets[:1], prefer=WRIST) or look_and_click(ctx, targets[:1], prefer=HEAD)
         if first is None or dest.spot_m is not None:
@@ -70,14 +75,26 @@ def ground_and_measure(ctx: TeacherContext, obj: str, dest: Destination, ov: str
                    f"{label_of(obj)} now and the {dest.label} from a view above it.", ["\n".join(first[1])])
         yield from move_to_view(ctx, dest.click)
         found = look_and_click(ctx, targets[1:], prefer=WRIST) or look_and_click(ctx, targets[1:], prefer=HEAD)
+        apart = f"The {label_of(obj)} is clicked already; now the {dest.label}."
+        table = ctx.table_regions.get(dest.goal_arg) if dest.region else None
+        if found is None and table is not None:
+            # a region of the table (TASK.md gives its rectangle): the table in its middle will do
+            # for the height to set the object down at (a mug on the plate hid the plate the
+            # region is named after from every view)
+            spot = np.array([*table.center_xy_m, ctx.scene.box(obj).bottom_z_m])
+            on_table = [spot_target(TABLE_SPOT_VAR, spot)]
+            found = look_and_click(ctx, on_table, prefer=WRIST) or look_and_click(ctx, on_table, prefer=HEAD)
+            apart = (f"The {label_of(obj)} is clicked already. No camera sees the {dest.label} from here; "
+                     f"{dest.goal_arg} is a rectangle of the table (TASK.md), so I click the table in its middle "
+                     "instead.")
+            table_point = found is not None
         if found is None:
             raise PlanError(f"no camera sees the {dest.label}")
-        apart = f"The {label_of(obj)} is clicked already; now the {dest.label}."
     camera, lines = found
-    if dest.spot_m is not None:
+    if dest.spot_m is not None or table_point:
         lines[-1] = lines[-1].replace('["detection_id"]', "")
         lines.append(cells.measure("g", ov))
-        lines.append(f'o = g["object"]\np_spot = np.array({dv}["position_m"])\n'
+        lines.append(f'o = g["object"]\np_spot = np.array({TABLE_SPOT_VAR if table_point else dv}["position_m"])\n'
                      'd = {"center_m": p_spot, "center_xy_m": p_spot[:2], "top_z_m": p_spot[2], '
                      '"bottom_z_m": p_spot[2]}')
         lines.append(print_geometry(ov, "o", with_yaw=True))
