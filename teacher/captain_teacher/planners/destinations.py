@@ -136,7 +136,7 @@ class Destination:
         if self._shared():  # side by side: the shift toward the robot may not push the outer ones out
             axis = self.share_axis(scene)
             along = float(toward[:2] @ axis[:2])
-            room = max(0.0, max(self.half_xy_m()) - self._edge_margin(scene) - self._spread())
+            room = max(0.0, max(self.half_xy_m()) - self._edge_margin(scene) - self.spread_m())
             toward = toward - axis * (along - float(np.clip(along, -room, room)))
         extra = toward + share
         if self.click:  # both shifts together keep the aim the edge margin inside the region
@@ -164,7 +164,7 @@ class Destination:
         if not self._shared():
             return np.zeros(3)
         index, count = self.share
-        t = (index - (count - 1) / 2.0) * (2.0 * self._spread() / (count - 1))
+        t = (index - (count - 1) / 2.0) * (2.0 * self.spread_m() / (count - 1))
         return self.share_axis(scene) * t
 
     def _shared(self) -> bool:
@@ -174,10 +174,6 @@ class Destination:
         return self.share[1] > 1 and not self.container
 
     def spread_m(self) -> float:
-        """How far the outer aims of a shared region are from its centre, m."""
-        return self._spread()
-
-    def _spread(self) -> float:
         """How far the outer aims of a shared region are from its centre, m."""
         hx, hy = self.half_xy_m()
         return self.share_spread_m if self.share_spread_m is not None else min(max(hx, hy) * 0.55, 0.045)
@@ -192,7 +188,7 @@ class Destination:
         longer, shorter = (rot_z(yaw)[:, 0], rot_z(yaw)[:, 1]) if hx >= hy else (rot_z(yaw)[:, 1], rot_z(yaw)[:, 0])
         if min(hx, hy) < SQUARE_REGION_RATIO * max(hx, hy):
             return longer
-        centre, spread = self.region_center_m(scene)[:2], self._spread()
+        centre, spread = self.region_center_m(scene)[:2], self.spread_m()
 
         def farther(axis: np.ndarray) -> float:
             return max(float(np.hypot(*(centre + s * spread * axis[:2]))) for s in (-1.0, 1.0))

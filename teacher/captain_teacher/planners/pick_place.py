@@ -90,8 +90,9 @@ def move_aside(ctx: TeacherContext, name: str, avoid: list[np.ndarray], for_obj:
 
 
 def clear_region(ctx: TeacherContext, blocker: str, region: str, obj: str) -> Plan:
-    """Set ``blocker`` aside when it leaves no spot of the table region ``region`` clear for
-    ``obj`` (``placing.spot_blockers``), keeping it off the region grown by ``obj``'s footprint."""
+    """Move ``blocker`` out of the way when it leaves no spot of the table region ``region``
+    clear for ``obj`` (``placing.spot_blockers``): to the nearest place that clears one
+    (``placing.nudge_spot``); nothing when there is none."""
     table = ctx.table_regions.get(region)
     spot = None if table is None else nudge_spot(ctx, blocker, obj, table)
     if spot is None:

@@ -187,8 +187,9 @@ NUDGE_SPARE_M = 0.015
 
 
 def nudge_spot(ctx: TeacherContext, blocker: str, obj: str, table: TableRegion) -> np.ndarray | None:
-    """The nearest place (base frame, m; on the table at ``blocker``'s height) straight away
-    from the region's centre, in 1 cm steps up to ``NUDGE_MAX_M``, where ``blocker`` leaves
+    """The nearest place (base frame, m; on the table at ``blocker``'s height) away from the
+    region's centre (straight away first, then up to 60 deg off that), in 1 cm steps up to
+    ``NUDGE_MAX_M``, where ``blocker`` leaves
     ``obj`` a clear spot of the region (``spot_blockers``, with ``NUDGE_SPARE_M``) and its own footprint
     stays ``NUDGE_CLEARANCE_M`` clear of every other object's (a crowded table has no free
     spot 13 cm from everything, ``clearance.free_spot``); None when there is none."""
