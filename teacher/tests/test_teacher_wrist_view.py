@@ -51,3 +51,49 @@ def test_in_view_keeps_wrist_points_above_the_hand_only() -> None:
         assert cam.in_view(0.5, 0.85, 0.04) is low_ok
         assert not cam.in_view(0.5, 0.99, 0.04)
         assert not cam.in_view(float("nan"), 0.5, 0.04)
+
+
+def test_a_view_with_the_jaws_turned_keeps_the_wrist_camera_in_place() -> None:
+    """``go``'s 180 deg twin is the same grasp, not the same view: the wrist camera sits off
+    the tool's axis, so a view taken with the jaws turned must move the tool by
+    ``twin_view_shift`` (libero_10/4 state 12: the turned view put the camera 10 cm back and
+    the mug on its plate at the image's edge). Checked with the simulator's own camera."""
+    from types import SimpleNamespace
+
+    from captain_backends.core.libero.driver import LiberoDriver
+    from captain_harness.core.geometry import quat_to_matrix
+    from captain_harness.core.kinematics import Kinematics
+    from captain_perception.robot_mask_score import set_pose
+    from captain_teacher.planners.measuring import twin_view_shift
+
+    def downq(jaw: float) -> np.ndarray:
+        a = np.pi / 4 + jaw / 2
+        return np.array([0.0, np.cos(a), np.sin(a), 0.0])
+
+    driver = LiberoDriver(task="libero_10/4", init_state=12)
+    driver.configure()
+    try:
+        driver.reset(init_state=12)
+        kin = Kinematics(driver.description())
+        q0 = np.asarray(driver.read_state().joint_positions_rad, float)
+
+        def camera_at(p: np.ndarray, jaw: float) -> tuple[np.ndarray, np.ndarray]:
+            T = np.eye(4)
+            T[:3, :3] = quat_to_matrix(downq(jaw))
+            T[:3, 3] = p
+            ik = kin.solve_ik(T, q0, restarts=8)
+            assert ik.success, ik.reason
+            set_pose(driver, ik.q, 0.04)
+            return kin.fk(ik.q), driver.capture((WRIST_CAMERA,))[WRIST_CAMERA].T_base_camera
+
+        view = np.array([0.45, -0.2, 0.25])
+        T_tcp, T_cam = camera_at(view, 0.0)
+        shift = twin_view_shift(SimpleNamespace(T_tcp_wrist=np.linalg.inv(T_tcp) @ T_cam))
+        assert shift is not None and abs(shift[2]) < 1e-9
+        _, turned_in_place = camera_at(view, np.pi)
+        _, turned_moved = camera_at(view + shift, np.pi)
+    finally:
+        driver.shutdown()
+    assert np.linalg.norm(turned_moved[:3, 3] - T_cam[:3, 3]) < 0.002  # the same spot, seen upside down
+    assert np.linalg.norm(turned_in_place[:3, 3] - T_cam[:3, 3]) > 0.08
+    assert twin_view_shift(SimpleNamespace(T_tcp_wrist=None)) is None

@@ -13,7 +13,7 @@ import numpy as np
 
 import captain_teacher.cells as cells
 from captain_teacher.cells import num, vec
-from captain_teacher.context import HEAD, WRIST, Step, TeacherContext
+from captain_teacher.context import HEAD, WRIST, Step, TeacherContext, pose
 from captain_teacher.objects import EXPECTED_RADIUS_M, kind_of, label_of
 from captain_teacher.planners.common import (
     TOP_DOWN,
@@ -136,21 +136,53 @@ def above_views(ctx: TeacherContext, name: str) -> list[np.ndarray]:
     return [view_pose_above(ctx, name, h, back) for h, back in ABOVE_VIEWS_M]
 
 
+def twin_view_shift(ctx: TeacherContext) -> np.ndarray | None:
+    """How far (base frame, m) a top-down view's tool moves when its jaws are turned 180 deg,
+    so the wrist camera, which sits off the tool's axis, stays above the same spot (None:
+    the camera's mount is not known yet). Turned without it, the camera lands twice its
+    offset away and the object it was to look down on sits at the image's edge."""
+    if ctx.T_tcp_wrist is None:
+        return None
+    offset = np.asarray(ctx.T_tcp_wrist[:3, 3], dtype=float)
+    shift = pose(np.zeros(3), TOP_DOWN)[:3, :3] @ np.array([2.0 * offset[0], 2.0 * offset[1], 0.0])
+    return shift if float(np.linalg.norm(shift)) > 0.005 else None
+
+
 def move_to_view(ctx: TeacherContext, name: str, why: str = "", views: Sequence[np.ndarray] | None = None) -> Plan:
     """Move the hand above an object so the wrist camera looks down on it (a few
     viewpoints, the first reachable one). ``why``: the reasoning's first sentence (default:
     the head camera does not see it cleanly); ``views``: the tool positions to try, base
-    frame, m (default: above the object's box)."""
+    frame, m (default: above the object's box).
+
+    Only where every view is refused are they tried with the jaws turned 180 deg, the tool
+    moved by ``twin_view_shift`` (``go``'s turned twin is the same grasp, not the same
+    view). When no view is reachable from where the hand is (a long sideways move past a
+    joint limit), they are tried again from the start pose (``home``). The cell prints the
+    tool's orientation, so the clicks that follow use the wrist camera where it is."""
     if views is None:
         views = above_views(ctx, name)
     ctx.tcp_quaternion = TOP_DOWN.copy()
-    options = ", ".join(vec(p) for p in views)
+    speed = num(ctx.style.approach_speed_m_s)
     why = why or f"The head camera does not give a clean view of the {label_of(name)} from here."
+    shift = twin_view_shift(ctx)
+    tries = [f"({vec(p)}, 0.0)" for p in views]
+    note = ""
+    if shift is not None:
+        tries += [f"({vec(np.asarray(p) + shift)}, math.pi)" for p in views]
+        note = (f"# turned 180 deg, the tool moves {num(float(np.linalg.norm(shift)) * 100, 1)} cm so the wrist "
+                "camera, off the tool's axis, stays above the same spot\n")
     fb = yield Step(
         f"{why} I'll move the hand above it and look down with the wrist camera, trying a few viewpoints until "
-        "one is reachable.",
-        [f"for view in ({options}):\n    r = go(view, downq(0.0), speed={num(ctx.style.approach_speed_m_s)})\n"
-         '    if r["success"]:\n        break\nprint("moved:", r["success"])'])
+        "one is reachable (from the start pose if none is from here).",
+        [f"{note}def to_view():\n"
+         f"    for view, jaw in ({', '.join(tries)}):\n"
+         f"        args = dict(position=view, quaternion=downq(jaw), speed={speed})\n"
+         '        if robot.preview_motion("move_to", args)["success"] and robot.move_to(**args)["success"]:\n'
+         "            return True\n"
+         "    return False\n\n\n"
+         f'moved = to_view() or (go(home, downq(0.0), speed={speed})["success"] and to_view())\n'
+         'print("moved:", moved)\n'
+         'print("tcp_q:", [round(x, 4) for x in val(robot.get_robot_state(), "end_effector_quaternion_wxyz")])'])
     return fb
 
 
