@@ -156,9 +156,10 @@ def move_to_view(ctx: TeacherContext, name: str, why: str = "", views: Sequence[
 
     Only where every view is refused are they tried with the jaws turned 180 deg, the tool
     moved by ``twin_view_shift`` (``go``'s turned twin is the same grasp, not the same
-    view). When no view is reachable from where the hand is (a long sideways move past a
-    joint limit), they are tried again from the start pose (``home``). The cell prints the
-    tool's orientation, so the clicks that follow use the wrist camera where it is."""
+    view), and last turned in place (the camera farther off, but somewhere above). When no
+    view is reachable from where the hand is (a long sideways move past a joint limit), they
+    are tried again from the start pose (``home``). The cell prints the tool's orientation,
+    so the clicks that follow use the wrist camera where it is."""
     if views is None:
         views = above_views(ctx, name)
     ctx.tcp_quaternion = TOP_DOWN.copy()
@@ -170,7 +171,9 @@ def move_to_view(ctx: TeacherContext, name: str, why: str = "", views: Sequence[
     if shift is not None:
         tries += [f"({vec(np.asarray(p) + shift)}, math.pi)" for p in views]
         note = (f"# turned 180 deg, the tool moves {num(float(np.linalg.norm(shift)) * 100, 1)} cm so the wrist "
-                "camera, off the tool's axis, stays above the same spot\n")
+                "camera, off the tool's axis, stays above the same spot; the last ones: turned in place, the\n"
+                "# camera farther off but somewhere above it\n")
+    tries += [f"({vec(p)}, math.pi)" for p in views]
     fb = yield Step(
         f"{why} I'll move the hand above it and look down with the wrist camera, trying a few viewpoints until "
         "one is reachable (from the start pose if none is from here).",
