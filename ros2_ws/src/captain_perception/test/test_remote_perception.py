@@ -264,7 +264,8 @@ def test_two_harness_processes_share_one_node(server, tmp_path):
     params = ("driver:=tabletop", "camera_rate_hz:=0.0", "joint_states_rate_hz:=5.0", "wrench_rate_hz:=5.0",
               "tf_rate_hz:=5.0")
     probe = RosPerceptionTransport()
-    served_before = probe.describe()["served"]
+    # a new participant discovers the node's service first: seconds on a loaded machine
+    served_before = probe.describe(timeout_s=30.0)["served"]
     harnesses = [NodeProcess("captain_harness.nodes.harness_node", *params, f"seed:={seed}", namespace=ns,
                              env=env, ready_timeout_s=120.0) for ns, seed in (("/h1", 0), ("/h2", 5))]
     clients = [Client(namespace=ns) for ns in ("/h1", "/h2")]
@@ -282,7 +283,7 @@ def test_two_harness_processes_share_one_node(server, tmp_path):
             t.start()
         for t in threads:
             t.join(120)
-        served_after = probe.describe()["served"]
+        served_after = probe.describe(timeout_s=30.0)["served"]
     finally:
         for c in clients:
             c.close()
@@ -314,7 +315,8 @@ def test_two_sim_stacks_share_one_node(server, monkeypatch):
     monkeypatch.setenv("CAPTAIN_PERCEPTION_NAMESPACE", "/")
     monkeypatch.setenv("CAPTAIN_PERCEPTION_TIMEOUT_S", "30")
     probe = RosPerceptionTransport()
-    served_before = probe.describe()["served"]
+    # a new participant discovers the node's service first: seconds on a loaded machine
+    served_before = probe.describe(timeout_s=30.0)["served"]
     stacks, clients = [], []
     try:
         for ns, seed in (("s1", 0), ("s2", 5)):
@@ -333,7 +335,7 @@ def test_two_sim_stacks_share_one_node(server, monkeypatch):
             t.start()
         for t in threads:
             t.join(120)
-        served_after = probe.describe()["served"]
+        served_after = probe.describe(timeout_s=30.0)["served"]
     finally:
         for c in clients:
             c.close()
