@@ -64,11 +64,8 @@ def test_a_view_with_the_jaws_turned_keeps_the_wrist_camera_in_place() -> None:
     from captain_harness.core.geometry import quat_to_matrix
     from captain_harness.core.kinematics import Kinematics
     from captain_perception.robot_mask_score import set_pose
+    from captain_teacher.planners.grasping import quat_for_jaw
     from captain_teacher.planners.measuring import twin_view_shift
-
-    def downq(jaw: float) -> np.ndarray:
-        a = np.pi / 4 + jaw / 2
-        return np.array([0.0, np.cos(a), np.sin(a), 0.0])
 
     driver = LiberoDriver(task="libero_10/4", init_state=12)
     driver.configure()
@@ -79,7 +76,7 @@ def test_a_view_with_the_jaws_turned_keeps_the_wrist_camera_in_place() -> None:
 
         def camera_at(p: np.ndarray, jaw: float) -> tuple[np.ndarray, np.ndarray]:
             T = np.eye(4)
-            T[:3, :3] = quat_to_matrix(downq(jaw))
+            T[:3, :3] = quat_to_matrix(quat_for_jaw(jaw))
             T[:3, 3] = p
             ik = kin.solve_ik(T, q0, restarts=8)
             assert ik.success, ik.reason

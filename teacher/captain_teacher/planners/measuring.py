@@ -13,7 +13,7 @@ import numpy as np
 
 import captain_teacher.cells as cells
 from captain_teacher.cells import num, vec
-from captain_teacher.context import HEAD, WRIST, Step, TeacherContext, pose
+from captain_teacher.context import HEAD, WRIST, Step, TeacherContext, quat_matrix
 from captain_teacher.objects import EXPECTED_RADIUS_M, kind_of, label_of
 from captain_teacher.planners.common import (
     TOP_DOWN,
@@ -144,7 +144,7 @@ def twin_view_shift(ctx: TeacherContext) -> np.ndarray | None:
     if ctx.T_tcp_wrist is None:
         return None
     offset = np.asarray(ctx.T_tcp_wrist[:3, 3], dtype=float)
-    shift = pose(np.zeros(3), TOP_DOWN)[:3, :3] @ np.array([2.0 * offset[0], 2.0 * offset[1], 0.0])
+    shift = quat_matrix(TOP_DOWN) @ np.array([2.0 * offset[0], 2.0 * offset[1], 0.0])
     return shift if float(np.linalg.norm(shift)) > 0.005 else None
 
 
