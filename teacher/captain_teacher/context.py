@@ -114,6 +114,8 @@ class TeacherContext:
         #: relations into a part a goal shuts, measured after the release and before
         #: shutting it: the objects, the session variable of the check and its words
         self.shut_check: tuple[frozenset[str], str, str] | None = None
+        #: session variables the last verifying cell clicked in the wrist image
+        self.wrist_clicked: frozenset[str] = frozenset()
         #: the point (base frame, m) a handle grasp clicked on the microwave's top
         #: (``planners.front_load``): the session's ``mw_top``
         self.front_top: np.ndarray | None = None

@@ -67,3 +67,40 @@ def test_the_relation_one_region_for_both_is_read_from_the_failed_measurement() 
     ok = format_cell_output(13, 0.2, stdout, receipts[:1])
     messages = [{"role": "assistant", "content": "", "tool_calls": [{"id": "a"}]}, _tool("a", ok)]
     assert one_region_object(Feedback(14, None, last_cells(messages))) == ""
+
+
+def test_the_relation_measured_outside_its_check_is_read_from_the_printed_lines() -> None:
+    # a relation printed over the tolerance (or not resting) is the one looked at again
+    # from the wrist camera; one within it is not, whatever its position among the lines
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from captain_backends.core.snapshot import ObjectPose, SimSnapshot
+    from captain_teacher.planners.destinations import destination_for
+    from captain_teacher.planners.verify import Relation, outside_object
+    from captain_teacher.scene import SceneView
+
+    up = (0.707, 0.0, 0.0, 0.707)
+    objects = {n: ObjectPose(p, up) for n, p in (("porcelain_mug_1", (0.0, -0.3, 0.45)),
+                                                  ("white_yellow_mug_1", (0.0, 0.3, 0.45)),
+                                                  ("plate_1", (0.0, -0.3, 0.44)), ("plate_2", (0.0, 0.3, 0.44)))}
+    T_world_base = np.array([[1.0, 0, 0, -0.66], [0, 1.0, 0, 0.0], [0, 0, 1.0, 0.912], [0, 0, 0, 1.0]])
+    scene = SceneView(SimSnapshot(0.0, (-0.2, 0.0, 1.17), 1.0, objects, dict(objects), (), "", "", None), T_world_base)
+    ctx = SimpleNamespace(scene=scene, cameras={}, shut_check=None)
+    relations = [Relation("porcelain_mug_1", destination_for("plate_1", "on", scene)),
+                 Relation("white_yellow_mug_1", destination_for("plate_2", "on", scene))]
+
+    def printed(stdout: str) -> Feedback:
+        text = format_cell_output(13, 0.2, stdout, [])
+        return Feedback(14, None, last_cells([{"role": "assistant", "content": "", "tool_calls": [{"id": "a"}]},
+                                              _tool("a", text)]))
+
+    white, yellow = "white mug -> plate:", "yellow and white mug -> plate:"
+    assert outside_object(ctx, relations, printed(
+        f"{white} 0.0103 True\n{yellow} 0.0374 True\nwithin tolerance: False")) == "ymug_f"
+    assert outside_object(ctx, relations, printed(
+        f"{white} 0.0151 False\n{yellow} 0.0104 True\nwithin tolerance: False")) == "mug_f"
+    assert outside_object(ctx, relations, printed(
+        f"{white} 0.0151 True\n{yellow} 0.0104 True\nwithin tolerance: True")) == ""
+    assert outside_object(ctx, relations, None) == ""

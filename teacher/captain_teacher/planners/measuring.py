@@ -148,11 +148,13 @@ def twin_view_shift(ctx: TeacherContext) -> np.ndarray | None:
     return shift if float(np.linalg.norm(shift)) > 0.005 else None
 
 
-def move_to_view(ctx: TeacherContext, name: str, why: str = "", views: Sequence[np.ndarray] | None = None) -> Plan:
+def move_to_view(ctx: TeacherContext, name: str, why: str = "", views: Sequence[np.ndarray] | None = None,
+                 how: str = "") -> Plan:
     """Move the hand above an object so the wrist camera looks down on it (a few
     viewpoints, the first reachable one). ``why``: the reasoning's first sentence (default:
     the head camera does not see it cleanly); ``views``: the tool positions to try, base
-    frame, m (default: above the object's box).
+    frame, m (default: above the object's box); ``how``: what the views are, in the
+    reasoning (default: above it, looking down).
 
     Only where every view is refused are they tried with the jaws turned 180 deg, the tool
     moved by ``twin_view_shift`` (``go``'s turned twin is the same grasp, not the same
@@ -175,8 +177,8 @@ def move_to_view(ctx: TeacherContext, name: str, why: str = "", views: Sequence[
                 "# camera farther off but somewhere above it\n")
     tries += [f"({vec(p)}, math.pi)" for p in views]
     fb = yield Step(
-        f"{why} I'll move the hand above it and look down with the wrist camera, trying a few viewpoints until "
-        "one is reachable (from the start pose if none is from here).",
+        f"{why} I'll move the hand {how or 'above it and look down with the wrist camera'}, trying a few viewpoints "
+        "until one is reachable (from the start pose if none is from here).",
         [f"{note}def to_view():\n"
          f"    for view, jaw in ({', '.join(tries)}):\n"
          f"        args = dict(position=view, quaternion=downq(jaw), speed={speed})\n"

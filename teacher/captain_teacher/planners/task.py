@@ -42,6 +42,7 @@ from captain_teacher.planners.verify import (
     measure_before_shutting,
     measured_within,
     one_region_object,
+    outside_object,
     verify_and_finish,
 )
 
@@ -168,17 +169,27 @@ def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
     from_above = one_region = ""
     while True:
         fb = yield from verify_and_finish(ctx, relations, parts, held, from_above=from_above, one_region=one_region)
-        # still here: finish() was not called, or it was rejected
-        if all_goals_met(ctx) or ctx.failure_done:  # an injected failure goes unnoticed
-            within = measured_within(fb)
-            if (within is None and not from_above and relations and fb is not None
-                    and SAME_REGION in fb.text and ctx.requests_left() >= 6 and ctx.actions_left() >= 4):
-                # the head camera saw an object and its destination as one region: from
-                # above, the wrist camera sees the object's top clear of what it stands on
+        within = measured_within(fb)
+        if (within is not True and not from_above and relations and fb is not None
+                and ctx.requests_left() >= 6 and ctx.actions_left() >= 4):
+            # decided from what the cell printed, whatever the scene's truth: the head camera
+            # saw an object and its destination as one region, or measured one outside its
+            # check; the wrist camera, closer up (above it, or behind a tall object on a
+            # plate), sees the object clear of what it stands on
+            if within is None and SAME_REGION in fb.text:
                 from_above = ("The head camera's image could not tell an object from its destination (one "
                               "region for both), so that look measured nothing.")
                 one_region = one_region_object(fb)
                 continue
+            outside = outside_object(ctx, relations, fb) if within is False else ""
+            if outside and outside not in ctx.wrist_clicked:
+                from_above = ("The head camera's measurement puts an object outside its check; the wrist camera, "
+                              "closer up, sees it and what it stands on better, so I'll measure it there before "
+                              "deciding.")
+                one_region = outside
+                continue
+        # still here: finish() was not called, or it was rejected
+        if all_goals_met(ctx) or ctx.failure_done:  # an injected failure goes unnoticed
             rejected = fb is not None and "finish() rejected" in fb.text
             while finishes < 3:
                 finishes += 1
