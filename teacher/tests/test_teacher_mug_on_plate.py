@@ -29,9 +29,7 @@ def test_a_mug_on_a_plate_is_measured_from_behind_not_from_above(tmp_path) -> No
     from captain_perception.groundtruth import SimTruth
     from captain_perception.robot_mask_score import set_pose
     from captain_teacher.planners.common import pixels, target
-    from captain_teacher.planners.destinations import destination_for
-    from captain_teacher.planners.measuring import above_views
-    from captain_teacher.planners.verify import BEHIND_VIEWS_M, Relation, _behind_views, _rim_targets
+    from captain_teacher.planners.measuring import BEHIND_VIEWS_M, above_views, behind_group, behind_views
     from captain_teacher.scene import CameraModel, SceneView
 
     driver = LiberoDriver(task="libero_10/4", init_state=12)
@@ -60,8 +58,7 @@ def test_a_mug_on_a_plate_is_measured_from_behind_not_from_above(tmp_path) -> No
                                    cameras={WRIST_CAMERA: CameraModel(WRIST_CAMERA, frame.K, frame.T_base_camera)})
 
         start = hand_at(np.array([0.45, 0.0, 0.3]))
-        rel = Relation(MUG, destination_for(PLATE, "on", start.scene))
-        views = _behind_views(start, rel)
+        views = behind_views(start, MUG, PLATE)
         assert views is not None and len(views) > len(BEHIND_VIEWS_M)
         # the first views lie toward the robot's base from the plate, not above it
         plate_xy = start.scene.box(PLATE).center_m[:2]
@@ -76,7 +73,7 @@ def test_a_mug_on_a_plate_is_measured_from_behind_not_from_above(tmp_path) -> No
 
         # from behind (the hand is there now): the verifying cell's clicks, perception's measurement
         group = [target("plate_f", PLATE, ignore=(MUG,)), target("mug_f", MUG)]
-        found = pixels(ctx, _rim_targets(ctx, group), WRIST_CAMERA)
+        found = pixels(ctx, behind_group(ctx, *group), WRIST_CAMERA)
         assert found is not None and found[0] == WRIST_CAMERA
         perception = Perception(driver, str(tmp_path))
         api = RobotAPI()

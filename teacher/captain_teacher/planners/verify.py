@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,12 +23,11 @@ from captain_teacher.planners.common import (
     short_name,
     target,
     view_pose_above,
-    wrist_camera,
 )
 from captain_teacher.planners.destinations import Destination
 from captain_teacher.planners.evidence import part_evidence, relation_check
 from captain_teacher.planners.front_load import front_loads, look_inside
-from captain_teacher.planners.measuring import above_views, move_to_view
+from captain_teacher.planners.measuring import above_views, behind_group, behind_views, behind_words, move_to_view
 from captain_teacher.scene import HOLLOW_KINDS
 
 #: The TASK.md tolerance on the measured centre distance of a relation, m.
@@ -346,57 +344,6 @@ def _beside_views(ctx: TeacherContext, rels: Sequence[Relation]) -> list[np.ndar
     return beside + above_views(ctx, rel.dest.click)
 
 
-#: Wrist views of a tall object standing on another object (a mug on a plate): (how far
-#: back toward the robot's base from the destination's centre, height above its top), m.
-#: From straight above, the camera 22 cm over the plate, a 10 cm mug hides all of the
-#: plate but its far edge; from 19-25 cm back the camera sees the plate's near rim beside
-#: the mug (the plate's centre measured within 1 mm in the simulator, the mug's within 1.6
-#: cm: its handle).
-BEHIND_VIEWS_M = ((0.19, 0.28), (0.22, 0.32), (0.25, 0.36))
-#: Turns (deg) of the direction toward the robot's base tried at each of those: a view
-#: straight toward the base can lie past a joint limit from where the hand is.
-BEHIND_TURNS_DEG = (0.0, 30.0, -30.0)
-#: Fractions of a plate's radius its rim click candidates lie at, seen from behind a tall
-#: object on it.
-RIM_RING_FRACTIONS = (0.92, 0.85)
-
-
-def _behind_views(ctx: TeacherContext, rel: Relation) -> list[np.ndarray] | None:
-    """Tool positions (base frame, m) from which the wrist camera sees a tall object on an
-    object destination from behind, toward the robot's base (``BEHIND_VIEWS_M``), then the
-    usual ones above the destination; None (not such a relation) otherwise."""
-    if rel.dest.region or not rel.dest.click:
-        return None
-    if 2.0 * float(ctx.scene.box(rel.obj).half_m[2]) < TALL_ON_REGION_M:
-        return None
-    dbox = ctx.scene.box(rel.dest.click)
-    c = np.asarray(dbox.center_m, dtype=float)
-    toward_base = -c[:2] / max(float(np.linalg.norm(c[:2])), 1e-6)
-    views = []
-    for back, h in BEHIND_VIEWS_M:
-        for turn in np.radians(BEHIND_TURNS_DEG):
-            ct, st = math.cos(turn), math.sin(turn)
-            way = np.array([ct * toward_base[0] - st * toward_base[1], st * toward_base[0] + ct * toward_base[1]])
-            views.append(np.array([c[0] + back * way[0], c[1] + back * way[1], dbox.top_z_m + h]))
-    return views + above_views(ctx, rel.dest.click)
-
-
-def _rim_targets(ctx: TeacherContext, group: Sequence[Target]) -> list[Target]:
-    """A relation's click group for the look from behind, with the hand already there: the
-    destination clicked on its rim where the object on it does not hide it (rings at
-    ``RIM_RING_FRACTIONS`` of its radius, the object an occluder; its middle lies under the
-    object), the object on its wall facing the wrist camera (not the head camera's side)."""
-    dest, obj = group
-    box = ctx.scene.box(dest.name)
-    radius = float(min(box.half_m[0], box.half_m[1]))
-    angles = np.radians(np.arange(0.0, 360.0, 15.0))
-    ring = np.array([[box.center_m[0] + f * radius * math.cos(a), box.center_m[1] + f * radius * math.sin(a),
-                      box.top_z_m - 0.004] for f in RIM_RING_FRACTIONS for a in angles])
-    camera = wrist_camera(ctx)
-    points = ctx.scene.click_candidates(obj.name, camera) if camera is not None else None
-    return [replace(dest, points=ring, ignore=()), replace(obj, points=points)]
-
-
 def _look_from_above(ctx: TeacherContext, pairs: Sequence[tuple[str, str, Relation]],
                      groups: Sequence[Sequence[Target]], look: int, why: str = ""
                      ) -> Generator[Step, Feedback, list[str] | None]:
@@ -407,13 +354,11 @@ def _look_from_above(ctx: TeacherContext, pairs: Sequence[tuple[str, str, Relati
     basket stays in the head image, the wrist camera above the basket sees it as one region
     with the basket). None when some group is seen by no camera."""
     rel = pairs[look][2]
-    behind = _behind_views(ctx, rel)
+    behind = None if rel.dest.region else behind_views(ctx, rel.obj, rel.dest.click)
     if behind is not None:
         yield from move_to_view(ctx, rel.dest.click, why=why, views=behind,
-                                how=f"back toward the robot, where the wrist camera sees the {rel.dest.label}'s near "
-                                    f"rim beside the {label_of(rel.obj)} (from straight above it hides the "
-                                    f"{rel.dest.label})")
-        groups = [_rim_targets(ctx, g) if i == look else g for i, g in enumerate(groups)]
+                                how=behind_words(rel.obj, rel.dest.click))
+        groups = [behind_group(ctx, *g) if i == look else g for i, g in enumerate(groups)]
         return look_and_click_each(ctx, groups, [WRIST if i == look else HEAD for i in range(len(groups))])
     into = [i for i, (_, _, other) in enumerate(pairs) if other.dest.click == rel.dest.click]
     views = _beside_views(ctx, [rel] + [pairs[i][2] for i in into if i != look])
