@@ -80,7 +80,8 @@ def ground_and_measure(ctx: TeacherContext, obj: str, dest: Destination, ov: str
                    f"{label_of(obj)} now and the {dest.label} from another view.", ["\n".join(first[1])])
         rest = targets[1:]
         if behind is not None:
-            yield from move_to_view(ctx, dest.click, views=behind, how=behind_words(obj, dest.click))
+            yield from move_to_view(ctx, dest.click, views=behind, how=behind_words(obj, dest.click),
+                                    turned=beyond_views(ctx, dest.click))
             rest = [rim_target(ctx, dest_t)]
         else:
             yield from move_to_view(ctx, dest.click)
@@ -156,6 +157,12 @@ BEHIND_VIEWS_M = ((0.19, 0.28), (0.22, 0.32), (0.25, 0.36))
 #: Turns (deg) of the direction toward the robot's base tried at each of those: a view
 #: straight toward the base can lie past a joint limit from where the hand is.
 BEHIND_TURNS_DEG = (0.0, 30.0, -30.0)
+#: The same with the jaws turned 180 deg (the tool's start pose may be turned, and the way
+#: to a straight view then passes joint 7's limit): the turned wrist camera's image has the
+#: robot's side at its top and the fingers fill its bottom, so these tool positions lie
+#: beyond the other object, away from the base: (how far beyond its centre, height above
+#: its top), m (the plate's centre measured within 1 mm in the simulator from each).
+BEYOND_VIEWS_M = ((0.15, 0.28), (0.12, 0.32), (0.10, 0.36))
 #: An object at least this tall (m) hides what it stands on or touches from straight above.
 TALL_OBJECT_M = 0.08
 #: Fractions of a plate's radius its rim click candidates lie at, seen past a tall object.
@@ -173,21 +180,36 @@ def behind_views(ctx: TeacherContext, obj: str, other: str) -> list[np.ndarray] 
     reach = float(max(box.half_m[:2])) + float(max(dbox.half_m[:2]))
     if float(np.linalg.norm(box.center_m[:2] - dbox.center_m[:2])) > reach:
         return None
+    return _around(ctx, other, BEHIND_VIEWS_M, toward_base=True) + above_views(ctx, other)
+
+
+def beyond_views(ctx: TeacherContext, other: str) -> list[np.ndarray]:
+    """Tool positions (base frame, m) for ``behind_views`` with the jaws turned 180 deg
+    (``BEYOND_VIEWS_M``): beyond ``other``, away from the robot's base."""
+    return _around(ctx, other, BEYOND_VIEWS_M, toward_base=False)
+
+
+def _around(ctx: TeacherContext, other: str, spots: Sequence[tuple[float, float]], toward_base: bool
+            ) -> list[np.ndarray]:
+    """Tool positions at (distance, height above its top) from ``other``'s centre, toward
+    the robot's base or away from it, each straight and turned by ``BEHIND_TURNS_DEG``."""
+    dbox = ctx.scene.box(other)
     c = np.asarray(dbox.center_m, dtype=float)
-    toward_base = -c[:2] / max(float(np.linalg.norm(c[:2])), 1e-6)
+    way0 = c[:2] / max(float(np.linalg.norm(c[:2])), 1e-6) * (-1.0 if toward_base else 1.0)
     views = []
-    for back, h in BEHIND_VIEWS_M:
+    for dist, h in spots:
         for turn in np.radians(BEHIND_TURNS_DEG):
             ct, st = math.cos(turn), math.sin(turn)
-            way = np.array([ct * toward_base[0] - st * toward_base[1], st * toward_base[0] + ct * toward_base[1]])
-            views.append(np.array([c[0] + back * way[0], c[1] + back * way[1], dbox.top_z_m + h]))
-    return views + above_views(ctx, other)
+            way = np.array([ct * way0[0] - st * way0[1], st * way0[0] + ct * way0[1]])
+            views.append(np.array([c[0] + dist * way[0], c[1] + dist * way[1], dbox.top_z_m + h]))
+    return views
 
 
 def behind_words(obj: str, other: str) -> str:
     """The reasoning's words for ``behind_views`` (``move_to_view``'s ``how``)."""
-    return (f"back toward the robot, where the wrist camera sees the {label_of(other)}'s near rim beside the "
-            f"{label_of(obj)} (from straight above it hides the {label_of(other)})")
+    return (f"back toward the robot (with the jaws turned, beyond the {label_of(other)}), where the wrist camera "
+            f"sees the {label_of(other)}'s rim beside the {label_of(obj)} (from straight above it hides the "
+            f"{label_of(other)})")
 
 
 def rim_target(ctx: TeacherContext, t: Target) -> Target:
@@ -224,12 +246,13 @@ def twin_view_shift(ctx: TeacherContext) -> np.ndarray | None:
 
 
 def move_to_view(ctx: TeacherContext, name: str, why: str = "", views: Sequence[np.ndarray] | None = None,
-                 how: str = "") -> Plan:
+                 how: str = "", turned: Sequence[np.ndarray] | None = None) -> Plan:
     """Move the hand above an object so the wrist camera looks down on it (a few
     viewpoints, the first reachable one). ``why``: the reasoning's first sentence (default:
     the head camera does not see it cleanly); ``views``: the tool positions to try, base
     frame, m (default: above the object's box); ``how``: what the views are, in the
-    reasoning (default: above it, looking down).
+    reasoning (default: above it, looking down); ``turned``: tool positions to try with the
+    jaws turned 180 deg instead of the views' turned twins (``beyond_views``).
 
     Only where every view is refused are they tried with the jaws turned 180 deg, the tool
     moved by ``twin_view_shift`` (``go``'s turned twin is the same grasp, not the same
@@ -245,12 +268,17 @@ def move_to_view(ctx: TeacherContext, name: str, why: str = "", views: Sequence[
     shift = twin_view_shift(ctx)
     tries = [f"({vec(p)}, 0.0)" for p in views]
     note = ""
-    if shift is not None:
+    if turned is not None:
+        tries += [f"({vec(p)}, math.pi)" for p in turned]
+        note = (f"# the last ones: with the jaws turned 180 deg, the wrist camera looks back toward the robot from "
+                f"beyond the {label_of(name)}\n")
+    elif shift is not None:
         tries += [f"({vec(np.asarray(p) + shift)}, math.pi)" for p in views]
         note = (f"# turned 180 deg, the tool moves {num(float(np.linalg.norm(shift)) * 100, 1)} cm so the wrist "
                 "camera, off the tool's axis, stays above the same spot; the last ones: turned in place, the\n"
                 "# camera farther off but somewhere above it\n")
-    tries += [f"({vec(p)}, math.pi)" for p in views]
+    if turned is None:
+        tries += [f"({vec(p)}, math.pi)" for p in views]
     fb = yield Step(
         f"{why} I'll move the hand {how or 'above it and look down with the wrist camera'}, trying a few viewpoints "
         "until one is reachable (from the start pose if none is from here).",

@@ -27,7 +27,14 @@ from captain_teacher.planners.common import (
 from captain_teacher.planners.destinations import Destination
 from captain_teacher.planners.evidence import part_evidence, relation_check
 from captain_teacher.planners.front_load import front_loads, look_inside
-from captain_teacher.planners.measuring import above_views, behind_group, behind_views, behind_words, move_to_view
+from captain_teacher.planners.measuring import (
+    above_views,
+    behind_group,
+    behind_views,
+    behind_words,
+    beyond_views,
+    move_to_view,
+)
 from captain_teacher.scene import HOLLOW_KINDS
 
 #: The TASK.md tolerance on the measured centre distance of a relation, m.
@@ -357,7 +364,7 @@ def _look_from_above(ctx: TeacherContext, pairs: Sequence[tuple[str, str, Relati
     behind = None if rel.dest.region else behind_views(ctx, rel.obj, rel.dest.click)
     if behind is not None:
         yield from move_to_view(ctx, rel.dest.click, why=why, views=behind,
-                                how=behind_words(rel.obj, rel.dest.click))
+                                how=behind_words(rel.obj, rel.dest.click), turned=beyond_views(ctx, rel.dest.click))
         groups = [behind_group(ctx, *g) if i == look else g for i, g in enumerate(groups)]
         return look_and_click_each(ctx, groups, [WRIST if i == look else HEAD for i in range(len(groups))])
     into = [i for i, (_, _, other) in enumerate(pairs) if other.dest.click == rel.dest.click]
