@@ -70,7 +70,7 @@ def test_the_relation_one_region_for_both_is_read_from_the_failed_measurement() 
 
 
 def test_the_relation_measured_outside_its_check_is_read_from_the_printed_lines() -> None:
-    # a relation printed over the tolerance (or not resting) is the one looked at again
+    # a relation printed just over the tolerance (or not resting) is the one looked at again
     # from the wrist camera; one within it is not, whatever its position among the lines
     from types import SimpleNamespace
 
@@ -104,3 +104,6 @@ def test_the_relation_measured_outside_its_check_is_read_from_the_printed_lines(
     assert outside_object(ctx, relations, printed(
         f"{white} 0.0151 True\n{yellow} 0.0104 True\nwithin tolerance: True")) == ""
     assert outside_object(ctx, relations, None) == ""
+    # plainly elsewhere (21 cm off): set right, not measured again
+    assert outside_object(ctx, relations, printed(
+        f"{white} 0.0103 True\n{yellow} 0.2127 False\nwithin tolerance: False")) == ""
