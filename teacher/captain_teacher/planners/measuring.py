@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 import captain_teacher.cells as cells
+from captain_teacher.boxes import rot_z
 from captain_teacher.cells import num, vec
 from captain_teacher.context import HEAD, WRIST, Step, TeacherContext, quat_matrix
 from captain_teacher.objects import EXPECTED_RADIUS_M, kind_of, label_of
@@ -199,8 +200,7 @@ def _around(ctx: TeacherContext, other: str, spots: Sequence[tuple[float, float]
     views = []
     for dist, h in spots:
         for turn in np.radians(BEHIND_TURNS_DEG):
-            ct, st = math.cos(turn), math.sin(turn)
-            way = np.array([ct * way0[0] - st * way0[1], st * way0[0] + ct * way0[1]])
+            way = rot_z(float(turn))[:2, :2] @ way0
             views.append(np.array([c[0] + dist * way[0], c[1] + dist * way[1], dbox.top_z_m + h]))
     return views
 
@@ -265,19 +265,19 @@ def move_to_view(ctx: TeacherContext, name: str, why: str = "", views: Sequence[
     ctx.tcp_quaternion = TOP_DOWN.copy()
     speed = num(ctx.style.approach_speed_m_s)
     why = why or f"The head camera does not give a clean view of the {label_of(name)} from here."
-    shift = twin_view_shift(ctx)
     tries = [f"({vec(p)}, 0.0)" for p in views]
     note = ""
     if turned is not None:
         tries += [f"({vec(p)}, math.pi)" for p in turned]
         note = (f"# the last ones: with the jaws turned 180 deg, the wrist camera looks back toward the robot from "
                 f"beyond the {label_of(name)}\n")
-    elif shift is not None:
-        tries += [f"({vec(np.asarray(p) + shift)}, math.pi)" for p in views]
-        note = (f"# turned 180 deg, the tool moves {num(float(np.linalg.norm(shift)) * 100, 1)} cm so the wrist "
-                "camera, off the tool's axis, stays above the same spot; the last ones: turned in place, the\n"
-                "# camera farther off but somewhere above it\n")
-    if turned is None:
+    else:
+        shift = twin_view_shift(ctx)
+        if shift is not None:
+            tries += [f"({vec(np.asarray(p) + shift)}, math.pi)" for p in views]
+            note = (f"# turned 180 deg, the tool moves {num(float(np.linalg.norm(shift)) * 100, 1)} cm so the wrist "
+                    "camera, off the tool's axis, stays above the same spot; the last ones: turned in place, the\n"
+                    "# camera farther off but somewhere above it\n")
         tries += [f"({vec(p)}, math.pi)" for p in views]
     fb = yield Step(
         f"{why} I'll move the hand {how or 'above it and look down with the wrist camera'}, trying a few viewpoints "
