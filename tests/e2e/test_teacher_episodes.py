@@ -291,6 +291,33 @@ def test_the_mug_goes_into_the_microwave_by_its_handle_and_is_measured_before_th
     assert re.search(r"^door_open_rad: -?0\.0\d\d$", out, re.MULTILINE)
 
 
+def test_a_mug_goes_into_a_microwave_that_opens_outward_at_the_tables_side(tmp_path: Path) -> None:
+    # LIBERO-PRO's swapped libero_10/9 puts the microwave at the table's right side, its
+    # opening facing outward and the mug's handle pointing at it: the hand hit the microwave
+    # on the way to the handle, and no carry by the handle gets round it to the opening. The
+    # mug is first set down in front of the opening (the spot clicked from the wrist camera:
+    # the head camera does not see it), the hand rises over the microwave on the way back,
+    # and the handle is taken there tipped 75 deg and slid in
+    outcome = run_episode("libero_10_swap/9", policy=TeacherPolicy(seed=863065714), out_dir=tmp_path,
+                          init_state=13)
+    assert outcome.host_success and outcome.finished, outcome.end_reason
+    events = _events(outcome)
+    reasons = [e["reasoning"] for e in events]
+    assert any("down upright on the table in front of the opening" in r for r in reasons)
+    assert any(r.startswith("The head camera does not see that spot of the table.") for r in reasons)
+    cells = [c for e in events for c in e["cells"]]
+    set_down = next(c for c in cells if "release = place.copy()" in c["code"])
+    assert "the microwave stands on the way back" in set_down["code"] and "lowered: True" in set_down["output"]
+    assert "emergency_limit" not in set_down["output"]
+    grasp = next(c for c in cells if "tipped 75° down, jaws across the handle" in c["code"])
+    assert "held: True" in grasp["output"] and "lifted: True" in grasp["output"]
+    assert any("slid in: True" in c["output"] for c in cells)
+    # no look in through that opening (``front_load.look_inside``): the final check names the
+    # mug as not measured, and the finish is accepted only after the gate's two rejections
+    assert not any("inside before shutting" in c["output"] for c in cells)
+    assert not outcome.gate_accepted_on_evidence
+
+
 def test_a_grasp_out_of_reach_top_down_is_retried_with_the_hand_tipped(tmp_path: Path) -> None:
     # LIBERO-PRO's shifted layout puts the soup can 0.88 m from the base: no inverse
     # kinematics reaches it top-down (the cell prints "descent: ik_failed"), and the retry

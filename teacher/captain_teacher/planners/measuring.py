@@ -71,12 +71,12 @@ def ground_and_measure(ctx: TeacherContext, obj: str, dest: Destination, ov: str
     if found is None:
         yield from move_to_view(ctx, obj)
         found = look_and_click(ctx, targets, prefer=WRIST) or look_and_click(ctx, targets, prefer=HEAD)
-    apart, table_point = "", False
+    apart, table_point, spot_view = "", False, False
     if found is None:  # one hides the other from every view: click each from its own view
         first = look_and_click(ctx, targets[:1], prefer=WRIST) or look_and_click(ctx, targets[:1], prefer=HEAD)
-        if first is None or dest.spot_m is not None:
+        if first is None:
             raise PlanError(f"no camera sees both the {label_of(obj)} and the {dest.label}")
-        behind = None if dest.region else behind_views(ctx, obj, dest.click)
+        behind = None if dest.region or dest.spot_m is not None else behind_views(ctx, obj, dest.click)
         yield Step(f"From here I see the {label_of(obj)} but not the {dest.label} around it; I'll click the "
                    f"{label_of(obj)} now and the {dest.label} from another view.", ["\n".join(first[1])])
         rest = targets[1:]
@@ -84,6 +84,12 @@ def ground_and_measure(ctx: TeacherContext, obj: str, dest: Destination, ov: str
             yield from move_to_view(ctx, dest.click, views=behind, how=behind_words(obj, dest.click),
                                     turned=beyond_views(ctx, dest.click))
             rest = [rim_target(ctx, dest_t)]
+        elif dest.spot_m is not None:
+            spot = np.asarray(dest.spot_m, dtype=float)
+            yield from move_to_view(ctx, obj, why="The head camera does not see that spot of the table.",
+                                    views=[spot + np.array([-back, 0.0, h]) for h, back in ABOVE_VIEWS_M],
+                                    how="above the spot and look down on it with the wrist camera")
+            spot_view = True
         else:
             yield from move_to_view(ctx, dest.click)
         found = look_and_click(ctx, rest, prefer=WRIST) or look_and_click(ctx, targets[1:], prefer=HEAD)
@@ -111,6 +117,9 @@ def ground_and_measure(ctx: TeacherContext, obj: str, dest: Destination, ov: str
                      '"bottom_z_m": p_spot[2]}')
         lines.append(print_geometry(ov, "o", with_yaw=True))
         lines.append('print("spot:", [round(x, 4) for x in p_spot])')
+        if spot_view:  # the straight way from that view to the object may pass over something tall
+            lines.append(f"r = go(home, downq(0.0), speed={num(ctx.style.approach_speed_m_s)})  # back to the start "
+                         "pose before going for the " + label_of(obj))
     else:
         lines.append(cells.measure("g", ov, dv))
         lines.append('o, d = g["object"], g["destination"]')

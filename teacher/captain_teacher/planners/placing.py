@@ -141,6 +141,10 @@ def place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec
     if st.settle_hold_s > 0:
         lines.append(f"robot.hold(duration_s={num(st.settle_hold_s, 1)})")
     lines.append(f"r = go(release + [0, 0, 0.1], q, speed={num(st.approach_speed_m_s)})")
+    tall = tall_on_way_home(ctx, aim, spec.hang_m, exclude=(obj, dest.click))
+    if tall is not None:
+        lines.append(f"r = go(place, q, speed={num(st.approach_speed_m_s)})  # up to the carry height: the "
+                     f"{label_of(tall)} stands on the way back")
     if far:
         lines.append(f"r = go(via, q, speed={num(st.approach_speed_m_s)})  # back in along the reach direction")
     lines.append(f"r = go(home, downq(0.0), speed={num(st.approach_speed_m_s)})  # out of the head camera's view")
@@ -150,6 +154,40 @@ def place_step(ctx: TeacherContext, obj: str, dest: Destination, spec: GraspSpec
     reasoning = (f"The {olab} is held. I'll carry it by the measured offset to the {dlab}, lower it {where} it, open "
                  "the jaws, back off upward and move out of the head camera's view.")
     return Step(reasoning, ["\n".join(lines)], meta=meta)
+
+
+#: The hand's way back to the start pose after a release is checked against everything
+#: standing within this of the straight line (xy), m, and this much clearance over its top, m.
+WAY_HOME_MARGIN_M = 0.08
+WAY_HOME_CLEARANCE_M = 0.05
+
+
+def tall_on_way_home(ctx: TeacherContext, aim_m: np.ndarray, hang_m: float, exclude: tuple[str, ...] = ()
+                     ) -> str | None:
+    """What stands on the straight way from 10 cm above a release at ``aim_m`` (base frame,
+    m; the object's bottom at the aim's height plus ``hang_m``) back to the start pose,
+    with its top less than ``WAY_HOME_CLEARANCE_M`` under the fingertips there (a
+    microwave beside the spot a mug was set down on), other than ``exclude``; None when
+    nothing does or the start pose is unknown."""
+    if ctx.home_m is None:
+        return None
+    a = np.asarray(aim_m, dtype=float)[:2]
+    b = np.asarray(ctx.home_m, dtype=float)[:2]
+    z_from = float(aim_m[2]) + hang_m + 0.1
+    seg = b - a
+    length2 = float(seg @ seg) or 1e-9
+    for name in ctx.scene.names():
+        if name in exclude:
+            continue
+        box = ctx.scene.box(name)
+        for t in np.linspace(0.0, 1.0, 21):
+            p = a + t * seg
+            local = rot_z(box.yaw_rad)[:2, :2].T @ (p - box.center_m[:2])
+            if np.all(np.abs(local) <= box.half_m[:2] + WAY_HOME_MARGIN_M):
+                z = z_from + t * (float(ctx.home_m[2]) - z_from)
+                if box.top_z_m > z - WAY_HOME_CLEARANCE_M and float((p - a) @ seg) / length2 > 0.05:
+                    return name
+    return None
 
 
 def clear_spot(ctx: TeacherContext, obj: str, aim_xy: np.ndarray, table: TableRegion
