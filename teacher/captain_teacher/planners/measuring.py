@@ -69,7 +69,10 @@ def ground_and_measure(ctx: TeacherContext, obj: str, dest: Destination, ov: str
     targets = [target(ov, obj, ignore=held), dest_t]
     found = look_and_click(ctx, targets, prefer=HEAD)
     if found is None:
-        yield from move_to_view(ctx, obj)
+        # a set-down spot: say why the object goes there before the looks that find them
+        why = (f"{reasoning} The head camera does not give a clean view of the {label_of(obj)} from here."
+               if dest.spot_m is not None else "")
+        yield from move_to_view(ctx, obj, why=why)
         found = look_and_click(ctx, targets, prefer=WRIST) or look_and_click(ctx, targets, prefer=HEAD)
     apart, table_point, spot_view = "", False, False
     if found is None:  # one hides the other from every view: click each from its own view
