@@ -34,6 +34,7 @@ from captain_teacher.planners.front_load import (
     front_loads,
     level_quat,
     look_quat,
+    set_down_first,
     stage_spot,
     staged,
 )
@@ -97,6 +98,11 @@ def test_a_mug_is_set_down_in_front_of_an_outward_opening_first_within_reach_and
     assert front - (body[1] + MUG_RADIUS_M) > 0.01  # the round body clears it
     hinge_x = mw[0] - 0.173  # the door, open 103 deg, leans away from the spot
     assert body[0] - MUG_RADIUS_M - hinge_x > 0.05
+    first = set_down_first(ctx, MUG, MICROWAVE)
+    assert first is not None and np.allclose(first[0], spot) and "in front of the opening" in first[1]
+    assert set_down_first(_ctx(OFFICIAL, turned=(MUG,)), MUG, MICROWAVE) is None
+    there = dict(SWAPPED, **{MUG: tuple(np.array(SWAPPED[MUG]) + shift + [0.01, 0.0, 0.0])})
+    assert set_down_first(_ctx(there, -1.80, turned=(MUG,)), MUG, MICROWAVE) is None  # 1 cm off: there already
 
 
 def test_the_way_back_after_a_set_down_rises_over_what_stands_on_it() -> None:

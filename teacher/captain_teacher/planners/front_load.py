@@ -130,6 +130,31 @@ def stage_spot(ctx: TeacherContext, obj: str, dest: Destination) -> np.ndarray:
     return spot
 
 
+#: The mug is set down again when it stands farther than this from its set-down spot, and
+#: its handle is taken there when within ``STAGE_TAKEN_WITHIN_M``, m.
+STAGE_AGAIN_FROM_M = 0.03
+STAGE_TAKEN_WITHIN_M = 0.05
+
+
+def _at_stage(ctx: TeacherContext, obj: str, dest: Destination, within_m: float) -> bool:
+    """Whether the mug stands within ``within_m`` of its set-down spot (``stage_spot``)."""
+    return float(np.linalg.norm(ctx.scene.box(obj).center_m[:2] - stage_spot(ctx, obj, dest)[:2])) <= within_m
+
+
+def set_down_first(ctx: TeacherContext, obj: str, dest: Destination) -> tuple[np.ndarray, str] | None:
+    """Where the mug is set down before its handle is taken, and why, in words (see the
+    module docstring); None when the slide in is within reach or the mug stands there
+    already."""
+    if not staged(ctx, dest) or _at_stage(ctx, obj, dest, STAGE_AGAIN_FROM_M):
+        return None
+    olab = label_of(obj)
+    return stage_spot(ctx, obj, dest), (
+        f"The {dest.label} stands at the table's side and opens outward, and it stands between the {olab} and its "
+        f"opening: held by its handle, the {olab} cannot be carried round it (over its top the wrist would be out "
+        f"of reach). I'll first set the {olab} down upright on the table in front of the opening, turned as it "
+        "stands, then take it by its handle there.")
+
+
 def front_loads(ctx: TeacherContext, obj: str, dest: Destination) -> bool:
     """Whether ``obj`` goes into ``dest`` through a front opening by its handle: a mug
     whose handle the teacher knows, into the microwave."""
@@ -215,18 +240,8 @@ def _handle_pixel(ctx: TeacherContext, obj: str) -> tuple[str, tuple[float, floa
 def handle_grasp(ctx: TeacherContext, obj: str, dest: Destination) -> Plan:
     """Grasp the mug by its handle and carry it into the microwave (see the module
     docstring); one retry of the grasp when the jaws close on nothing."""
-    if staged(ctx, dest):
-        spot = stage_spot(ctx, obj, dest)
-        if float(np.linalg.norm(ctx.scene.box(obj).center_m[:2] - spot[:2])) > 0.03:
-            from captain_teacher.planners.pick_place import move_aside  # (pick_place imports this module)
-
-            yield from move_aside(ctx, obj, [], obj, spot=spot, reason=(
-                f"The {dest.label} stands at the table's side and opens outward, and it stands between the "
-                f"{label_of(obj)} and its opening: held by its handle, the {label_of(obj)} cannot be carried round "
-                f"it (over its top the wrist would be out of reach). I'll first set the {label_of(obj)} down upright "
-                f"on the table in front of the opening, turned as it stands, then take it by its handle there."))
-            if ctx.held(obj) or float(np.linalg.norm(ctx.scene.box(obj).center_m[:2] - spot[:2])) > 0.05:
-                return
+    if staged(ctx, dest) and (ctx.held(obj) or not _at_stage(ctx, obj, dest, STAGE_TAKEN_WITHIN_M)):
+        return  # not where the handle can be taken (``pick_place`` sets it down there first)
     for attempt in range(2):
         if ctx.actions_left() < 12 or ctx.requests_left() < 4:
             return

@@ -32,7 +32,7 @@ from captain_teacher.planners.common import (
     short_name,
 )
 from captain_teacher.planners.destinations import Destination, spot_destination
-from captain_teacher.planners.front_load import front_loads, handle_grasp
+from captain_teacher.planners.front_load import front_loads, handle_grasp, set_down_first
 from captain_teacher.planners.grasping import (
     FOLDED_REACH_M,
     back_off_step,
@@ -57,6 +57,9 @@ def pick_and_place(ctx: TeacherContext, obj: str, dest: Destination, *, first: b
               f"the {olab} is relative to the {dlab}.")
     yield from ground_and_measure(ctx, obj, dest, ov, dv, reason)
     if front_loads(ctx, obj, dest):  # closed on top: in through the front, held by the handle
+        first = set_down_first(ctx, obj, dest)
+        if first is not None:  # an opening past reach, the microwave in the way: in front of it first
+            yield from move_aside(ctx, obj, [], obj, spot=first[0], reason=first[1])
         yield from handle_grasp(ctx, obj, dest)
         return
     blockers = [b for b in choose_grasp(ctx, obj, spec, 0).blockers if movable(b) and b != dest.click]
