@@ -239,3 +239,43 @@ def test_bottle_standing_on_the_cabinet_is_its_own_region(goal_scene, tmp_path):
     out = api.call("measure_object_geometry", (b, c)).result
     assert out["success"], out["message"]
     assert out["value"]["resting_height_consistent"]
+
+
+@pytest.fixture(scope="module")
+def swapped_basket_scene():
+    """LIBERO-PRO's libero_object_swap/4 at state 12: the basket stands at the table's right,
+    near the head camera's view axis, so its front wall faces the camera squarely."""
+    with libero_scene("libero_object_swap/4", init_state=12) as opened:
+        yield opened
+
+
+def test_basket_with_a_bottle_standing_in_it_stays_whole_from_the_head_camera(swapped_basket_scene, tmp_path):
+    """A bottle standing in the basket hides part of the back rim from the head camera: the
+    flat top of the basket's front wall, a compact strip at the rim's height with the rest of
+    the rim behind and beside it, was cut away as the top of a body lying in the basket,
+    taking the front wall with it; a click on the basket then gave the front wall alone,
+    measured 8 cm in front of the basket's centre (the ketchup, 2 cm from that centre, was
+    then 7.7 cm off it and its finish not on evidence)."""
+    from captain_perception import arrange
+
+    driver, truth = swapped_basket_scene
+    driver.reset(init_state=12)
+    arrange.put_on(driver, "ketchup_1", BASKET, offset_xy_m=(0.0, 0.015))
+    assert arrange.touching(driver, "ketchup_1", BASKET)
+    perception = Perception(driver, tmp_path)
+    api = RobotAPI()
+    api.register_object(perception)
+    handle = api.call("observe").result["value"]["observation_handle"]
+    seg = truth.segmentation(HEAD_CAMERA)
+    bottle, basket = truth.object_mask(seg, "ketchup_1"), truth.object_mask(seg, BASKET)
+    assert bottle.sum() > 300 and basket.sum() > 5000
+    k, _, k_iou = _click(api, perception, handle, bottle, "ketchup")
+    b, _, b_iou = _click(api, perception, handle, basket, "basket", _away_from(basket, bottle))
+    assert k_iou > 0.7, f"ketchup IoU {k_iou:.3f}"
+    assert b_iou > 0.8, f"basket IoU {b_iou:.3f}: the basket must stay whole around the bottle"
+    out = api.call("measure_object_geometry", (k, b)).result
+    assert out["success"], out["message"]
+    v = out["value"]
+    assert v["object_over_destination"]
+    true = truth.object_truth("ketchup_1").center_m[:2] - truth.object_truth(BASKET).center_m[:2]
+    np.testing.assert_allclose(v["object_to_destination_xy_offset_m"], true, atol=0.015)
