@@ -555,11 +555,10 @@ def _top_inside(face_all: np.ndarray, face_xy: np.ndarray, face_area: float, z_f
     ang = np.arctan2(far[:, 1] - centre[1], far[:, 0] - centre[0])
     if len(np.unique(((ang + np.pi) / (2 * np.pi) * 12).astype(int) % 12)) < 0.5 * p.contained_coverage * 12:
         return None
-    # and it does so around the top, not only on one side of it: the top's centre lies at
-    # least ``contained_gap_m`` inside the outline of those points (a container's own front
-    # rim, seen from in front, has the rest of the rim behind and beside it only, its
-    # centre on that outline's edge)
-    if cv2.pointPolygonTest(cv2.convexHull(far), (float(centre[0]), float(centre[1])), True) < p.contained_gap_m:
+    # and it does so around the top, not only on one side of it: the top's centre lies within
+    # the outline of those points (a container's own front rim, seen from in front, has the
+    # rest of the rim behind and beside it only)
+    if cv2.pointPolygonTest(cv2.convexHull(far), (float(centre[0]), float(centre[1])), False) < 0:
         return None
     ring = cv2.dilate(face.astype(np.uint8), np.ones((7, 7), np.uint8)).astype(bool) & ok
     if int(ring.sum()) < 10:
