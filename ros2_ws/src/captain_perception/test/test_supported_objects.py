@@ -15,7 +15,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
-from _views import libero_scene, look_down_with_the_wrist
+from _views import libero_scene, look_down_with_the_wrist, perceive
 
 from captain_backends.core.driver import HEAD_CAMERA
 from captain_harness.core.api import RobotAPI
@@ -262,10 +262,7 @@ def test_basket_with_a_bottle_standing_in_it_stays_whole_from_the_head_camera(sw
     driver.reset(init_state=12)
     arrange.put_on(driver, "ketchup_1", BASKET, offset_xy_m=(0.0, 0.015))
     assert arrange.touching(driver, "ketchup_1", BASKET)
-    perception = Perception(driver, tmp_path)
-    api = RobotAPI()
-    api.register_object(perception)
-    handle = api.call("observe").result["value"]["observation_handle"]
+    api, perception, handle = perceive(driver, tmp_path)
     seg = truth.segmentation(HEAD_CAMERA)
     bottle, basket = truth.object_mask(seg, "ketchup_1"), truth.object_mask(seg, BASKET)
     assert bottle.sum() > 300 and basket.sum() > 5000
