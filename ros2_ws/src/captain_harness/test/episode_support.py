@@ -41,6 +41,8 @@ class ToyWorld:
         self.ee = np.array([0.0, 0.0, 0.4])
         self.gripper_open = 1.0
         self.held: str | None = None
+        #: the peak force (N) the next arm motions report (0: they touch nothing)
+        self.contact_force_n = 0.0
         self.n_obs = 0
         self.detections: dict[str, str] = {}
         self.image_px = image_px
@@ -161,7 +163,8 @@ class ToyWorld:
             elif self.held is not None:
                 self.objects[self.held] = np.array([*self.ee[:2], TABLE_Z_M + 0.03])
                 self.held = None
-            result = ok({"gripper_open_fraction": self.gripper_open}, executed=True)
+            result = ok({"command": gripper, "gripper_open_fraction": self.gripper_open, "held": self.held is not None},
+                        executed=True)
             return CallOutcome(
                 result,
                 format_receipt("move_to", result, [("gripper_open_fraction", (before, self.gripper_open))]),
@@ -178,7 +181,10 @@ class ToyWorld:
         self.ee = target
         if self.held is not None:
             self.objects[self.held] = target.copy()
-        result = ok({"stopped_reason": "target_reached", "executed_distance_m": dist}, executed=True)
+        force = self.contact_force_n
+        value = {"stopped_reason": "target_reached", "executed_distance_m": dist, "max_observed_force_n": force,
+                 "held": self.held is not None}
+        result = ok(value, executed=True)
         return CallOutcome(
             result,
             format_receipt(
@@ -187,7 +193,7 @@ class ToyWorld:
                 [
                     ("stopped_reason", "target_reached"),
                     ("executed_distance_m", dist),
-                    ("max_observed_force_n", 5.198),
+                    ("max_observed_force_n", force),
                 ],
             ),
         )

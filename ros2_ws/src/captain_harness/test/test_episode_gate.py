@@ -110,6 +110,45 @@ def test_measurement_before_the_last_action_or_with_stale_detections_does_not_co
     assert "used detections made before" in out.result["message"]
 
 
+def test_a_move_of_the_empty_hand_that_touches_nothing_keeps_earlier_measurements(setup) -> None:
+    world, api, gate = setup
+    place(api, world)
+    assert measure(api)["value"]["xy_distance_m"] < 0.02
+    api.call("move_to", ([0.2, 0.3, 0.45],))  # the cameras move; nothing in the scene does
+    out = api.call("finish")
+    assert out.result["value"]["accepted"] and gate.accepted_on_evidence, out.result["message"]
+
+
+def test_detections_made_before_a_move_that_touched_nothing_stay_fresh(setup) -> None:
+    world, api, gate = setup
+    place(api, world)
+    h = api.call("observe").result["value"]["observation_handle"]
+    b = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "bowl"}).result["value"]["detection_id"]
+    p = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "plate"}).result["value"]["detection_id"]
+    api.call("move_to", ([0.2, 0.3, 0.45],))
+    assert api.call("measure_object_geometry", (b, p)).result["success"]
+    assert api.call("finish").result["value"]["accepted"] and gate.accepted_on_evidence
+
+
+@pytest.mark.parametrize("change", ["contact", "carry", "hold"])
+def test_a_move_that_touches_or_carries_something_makes_earlier_measurements_stale(tmp_path: Path, change: str) -> None:
+    world, api, gate = _gated(tmp_path, standards_for(["On(akita_black_bowl_1, plate_1)"]))
+    place(api, world)
+    assert measure(api)["value"]["xy_distance_m"] < 0.02
+    if change == "contact":
+        world.contact_force_n = 3.0  # the hand brushed something on the way
+        api.call("move_to", ([0.2, 0.3, 0.45],))
+    elif change == "carry":  # the bowl picked up again and carried back where it was
+        api.call("move_to", (world.objects["bowl"].tolist(),))
+        api.call("move_to", (), {"gripper": "close"})
+        api.call("move_to", ((world.objects["bowl"] + [0, 0, 0.1]).tolist(),))
+    else:
+        api.call("hold", (), {"duration_s": 0.5})
+    out = api.call("finish")
+    assert not out.result["success"] and "no measure_object_geometry" in out.result["message"]
+    assert "touched nothing" not in out.result["message"] and not gate.accepted_on_evidence
+
+
 @pytest.mark.parametrize(("goal", "dx", "accepted"), [
     ("In(akita_black_bowl_1, plate_1_contain_region)", 0.03, True),   # inside the measured extent (4 cm)
     ("In(akita_black_bowl_1, plate_1_contain_region)", 0.06, False),  # beyond it
@@ -248,11 +287,12 @@ def test_the_inside_of_a_part_another_goal_shuts_is_measured_after_the_release(t
     """Once the drawer is shut no camera sees the bowl: ``In`` into a region a ``Close``
     goal shuts counts when measured after the last release of the gripper; the shut part
     still needs its fresh look after the last physical action, and TASK.md says both."""
-    _world, api, gate = _released_inside(tmp_path, SHUT_IN)
+    world, api, gate = _released_inside(tmp_path, SHUT_IN)
     inside, close = gate.standards
     assert inside.closed_by == "plate_1_bottom_region" and close.closed_by is None
     assert "last release of the gripper" in inside.describe() and "before you shut it" in inside.describe()
     assert measure(api)["success"]
+    world.contact_force_n = 6.0
     api.call("move_to", ([0.3, 0.0, 0.3],))  # pushing it shut
     out = api.call("finish")
     assert not out.result["success"] and "no fresh" in out.result["message"]
@@ -263,10 +303,11 @@ def test_the_inside_of_a_part_another_goal_shuts_is_measured_after_the_release(t
 
 def test_a_measurement_before_the_last_release_or_without_a_shutting_goal_does_not_count(tmp_path: Path) -> None:
     # no goal shuts the region: the measurement must follow the last physical action
-    _world, api, gate = _released_inside(tmp_path / "a", SHUT_IN[:1])
+    world, api, gate = _released_inside(tmp_path / "a", SHUT_IN[:1])
     assert gate.standards[0].closed_by is None
     assert measure(api)["success"]
-    api.call("move_to", ([0.3, 0.0, 0.3],))
+    world.contact_force_n = 6.0
+    api.call("move_to", ([0.3, 0.0, 0.3],))  # pushing something
     api.call("observe")
     out = api.call("finish")
     assert not out.result["success"] and "no measure_object_geometry" in out.result["message"]

@@ -30,6 +30,7 @@ def test_task_md_has_every_section(tmp_path: Path) -> None:
     assert "(hold, move_to)" in text and "at most 2 times" in text
     assert "Quaternions are `[w, x, y, z]`" in text and '"robot0_eye_in_hand"' in text
     assert "/data/captain/episodes/e/workspace" in text
+    assert "empty hand that reaches its target touching nothing" in text and "at most 0.5 N" in text
     move = text.index("#### `robot.move_to(")
     assert "● physical action" in text[move:move + 400] and "command the jaw" in text[move:]
     assert text.index("### Perception") < text.index("### Measurement") < text.index("### Motion") \

@@ -14,6 +14,7 @@ import pytest
 from captain_backends.core.tabletop.driver import TabletopDriver
 from captain_harness.core.api import RobotAPI
 from captain_harness.core.budget import Budget, BudgetLimits
+from captain_harness.core.episode.gate import GateConfig, scene_changes
 from captain_harness.core.geometry import (
     quat_multiply,
     quat_to_matrix,
@@ -250,3 +251,28 @@ def test_guarded_lift_off_after_pressing_and_an_empty_close(sim) -> None:
     closed = api.call("move_to", (), {"gripper": "close"})
     assert closed.result["success"] and closed.result["value"]["held"] is False
     assert closed.result["value"]["gripper_open_fraction_after"] < prims.config.held_min_open_fraction
+
+
+def test_the_gate_tells_a_free_move_of_the_empty_hand_from_moves_that_change_the_scene(sim) -> None:
+    """The completion gate keeps measurements across a move of the empty hand that touched
+    nothing (``gate.scene_changes``); it reads that from these results, so a contact stop, a
+    grasp and a carry in the simulator must each count as a change, the free move not."""
+    api, _, driver = sim
+    tz = table_z(driver)
+    xy = free_spot(driver)
+    cube, yaw = object_base(driver, "red_cube")
+    q = list(quat_multiply(rotation_about_axis([0, 0, 1], yaw), DOWN))
+    calls = [
+        api.call("move_to", ([*xy, tz + 0.08], list(DOWN)), {"speed": 0.15}),  # free
+        api.call("move_to", ([*xy, tz - 0.05], list(DOWN)), {"speed": 0.04}),  # onto the table
+        api.call("recover", (), {"max_distance_m": 0.03, "max_duration_s": 8.0}),
+        api.call("move_to", (list(cube + np.array([0, 0, 0.10])), q), {"speed": 0.15}),  # free
+        api.call("move_to", (list(cube + np.array([0, 0, 0.005])), q), {"speed": 0.05}),  # free, around the cube
+        api.call("move_to", (), {"gripper": "close"}),
+        api.call("move_to", (list(cube + np.array([0, 0, 0.12])), q), {"speed": 0.05, "mode": "manipulation"}),
+    ]
+    assert calls[1].result["value"]["stopped_reason"] == "contact" and calls[5].result["value"]["held"] is True
+    free = [r.result["value"]["max_observed_force_n"] for r in (calls[0], calls[3], calls[4])]
+    changes = [r.index for r in scene_changes(api.log, GateConfig().free_motion_max_force_n)]
+    physical = [r.index for r in api.log if r.physical and r.result.get("executed")]
+    assert changes == [physical[i] for i in (1, 2, 5, 6)], (changes, free)

@@ -35,6 +35,13 @@ TASK.md states:
 * a free-form instruction without predicates: a fresh ``observe()`` after the last
   physical action.
 
+"The last physical action" is the last one that could have changed the scene: a move of
+the empty hand that reached its target touching nothing (``moved_nothing``: a ``move_to``
+with ``stopped_reason`` target_reached, nothing held before or after, and a peak force of at
+most ``GateConfig.free_motion_max_force_n``) only takes the cameras somewhere else, so
+measurements made before it stay fresh (one goal measured from one viewpoint, the next from
+another).
+
 A failing ``finish()`` is rejected with the reason, at most ``max_rejections`` times
 (2); the next call is accepted whatever the evidence.
 """
@@ -83,12 +90,16 @@ class GateConfig:
         require_resting_height: also require ``resting_height_consistent`` to be true.
         require_fresh_detections: a measurement counts only if its detections were made
             after the last physical action (when their origin is in the log).
+        free_motion_max_force_n: the largest peak force (N) a move of the empty hand may
+            report and still count as touching nothing (``moved_nothing``); a negative
+            value makes every physical action count.
     """
 
     max_rejections: int = 2
     xy_tolerance_m: float = 0.02
     require_resting_height: bool = True
     require_fresh_detections: bool = True
+    free_motion_max_force_n: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -165,6 +176,33 @@ class GoalStandard:
                 "action, observe again and check it (e.g. with `compare_object_observations`)."
             )
         return f"`{self.label}`: holds in a fresh observation taken after your last physical action."
+
+
+def moved_nothing(record: CallRecord, holding: bool, max_force_n: float) -> bool:
+    """Whether a physical call only moved the empty hand, touching nothing: a ``move_to`` (no
+    jaw command) that reached its target, nothing held before (``holding``) or after, a peak
+    force of at most ``max_force_n`` newtons. It moves the cameras, not the scene."""
+    value = record.result.get("value")
+    if record.name != "move_to" or holding or not record.result.get("success") or not isinstance(value, dict):
+        return False
+    force = value.get("max_observed_force_n")
+    return ("command" not in value and value.get("stopped_reason") == "target_reached"
+            and value.get("held") is False and isinstance(force, (int, float)) and force <= max_force_n)
+
+
+def scene_changes(log: Sequence[CallRecord], max_force_n: float) -> list[CallRecord]:
+    """The executed physical calls of ``log`` that could have changed the scene: all but the
+    moves of the empty hand that touched nothing (``moved_nothing``)."""
+    out, holding = [], False
+    for r in log:
+        if not (r.physical and r.result.get("executed")):
+            continue
+        if not moved_nothing(r, holding, max_force_n):
+            out.append(r)
+        value = r.result.get("value")
+        if isinstance(value, dict) and isinstance(value.get("held"), bool):
+            holding = value["held"]
+    return out
 
 
 def parse_goal(text: str) -> tuple[str, tuple[str, ...]]:
@@ -304,9 +342,12 @@ class CompletionGate:
         actions = [r for r in log if r.physical and r.result.get("executed")]
         if not actions:
             return GateVerdict(False, "no physical action has been executed yet; the task is not done")
-        last = actions[-1]
+        changes = scene_changes(log, self.config.free_motion_max_force_n)
+        last = changes[-1] if changes else actions[-1]
         fresh = [r for r in log if r.index > last.index]
         where = f"your last physical action ({last.name}, call #{last.index})"
+        if last is not actions[-1]:
+            where = f"{where[:-1]}; the moves of the empty hand after it touched nothing)"
         relations = [s for s in self.standards if s.kind == "relation"]
         evidence: list[int] = []
         details: dict[str, Any] = {"last_physical_call": last.index}

@@ -110,6 +110,11 @@ def render_task_md(context: TaskMdContext, specs: dict[str, PrimitiveSpec]) -> s
     standards = [s.describe(c.gate.require_resting_height) for s in c.standards] or [
         "The instruction holds in a fresh observation taken after your last physical action."]
     physical = sorted(s.name for s in specs.values() if s.physical)
+    free_moves = "" if c.gate.free_motion_max_force_n < 0 else (
+        "Here \"your last physical action\" is the last one that could have changed the scene: a `move_to` of the "
+        "empty hand that reaches its target touching nothing (`stopped_reason` target_reached, `held` false before "
+        f"and after, `max_observed_force_n` at most {c.gate.free_motion_max_force_n:g} N) only moves the cameras, so "
+        "measurements made before it stay fresh (one goal measured from one viewpoint, the next from another).\n\n")
     text = f"""# TASK.md
 
 ## Task
@@ -122,7 +127,7 @@ The episode is judged on the final scene by the task's goal predicates. Each cou
 
 {chr(10).join(f"- {s}" for s in standards)}
 
-When your own fresh measurements show every standard is met, call `robot.finish()`. A completion gate on
+{free_moves}When your own fresh measurements show every standard is met, call `robot.finish()`. A completion gate on
 the host checks only your recorded calls and their results (never the simulator). It rejects `finish()`
 with the reason at most {c.gate.max_rejections} times; the call after that is accepted whatever the
 evidence. An accepted `finish()` ends the episode: no physical action runs after it.
