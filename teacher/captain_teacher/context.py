@@ -116,6 +116,8 @@ class TeacherContext:
         self.shut_check: tuple[frozenset[str], str, str] | None = None
         #: session variables the last verifying cell clicked in the wrist image
         self.wrist_clicked: frozenset[str] = frozenset()
+        #: per relation's object: the session variable the last verifying cell measured it into
+        self.verify_vars: dict[str, str] = {}
         #: the point (base frame, m) a handle grasp clicked on the microwave's top
         #: (``planners.front_load``): the session's ``mw_top``
         self.front_top: np.ndarray | None = None

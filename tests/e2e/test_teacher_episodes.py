@@ -162,12 +162,13 @@ def test_an_injected_mistake_is_recovered_from_and_flagged(tmp_path: Path) -> No
 
 
 def test_a_finish_against_the_teachers_own_measurement_is_not_trained_on(tmp_path: Path) -> None:
-    # two mugs, each onto its own plate (host success): the yellow and white mug hides most
-    # of its plate, which shows only as a thin band beside it, so the measured offset is
-    # centimetres off; the teacher's own check fails, it finishes anyway (it knows from the
+    # LIBERO-PRO's swapped libero_10/2: the moka pot stands on the stove (host success), but
+    # the stove's extent measured from the head camera does not reach under the pot's
+    # measured centre; the teacher's own check fails, it finishes anyway (it knows from the
     # host), the gate accepts the third call, and every finish that follows a failed check
     # or a rejection is left unsupervised
-    outcome = run_episode("libero_10/4", policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=16)
+    outcome = run_episode("libero_10_swap/2", policy=TeacherPolicy(seed=613400304), out_dir=tmp_path,
+                          init_state=12)
     assert outcome.outcome == "strict_success", outcome.end_reason
     events = _events(outcome)
     rows = [json.loads(x) for x in (Path(outcome.record_dir) / "rows.jsonl").read_text().splitlines()]
@@ -233,6 +234,26 @@ def test_each_object_is_measured_against_its_own_destination_of_the_same_name(tm
         assert np.linalg.norm(plates[0] - plates[1]) > 0.3, plates
         measured = [float(x) for x in re.findall(r"mug -> plate: ([\d.]+)", cell["output"])]
         assert measured and max(measured) < 0.1, measured  # each mug measured is on its own plate
+
+
+def test_a_relation_measured_from_the_wrist_stands_while_the_wrist_camera_looks_at_the_next(tmp_path: Path
+                                                                                            ) -> None:
+    # two mugs, each onto its own plate at either edge of the head image: no one view
+    # measures both well. The wrist camera measures the yellow and white mug behind its
+    # plate, then moves (the empty hand, touching nothing) to look at the white mug; the
+    # first measurement stands (TASK.md), and the finish is accepted on both
+    outcome = run_episode("libero_10/4", policy=TeacherPolicy(seed=0), out_dir=tmp_path, init_state=16)
+    assert outcome.outcome == "strict_success", outcome.end_reason
+    assert outcome.gate_accepted_on_evidence and outcome.gate_rejections == 0
+    events = _events(outcome)
+    final = next(i for i, e in enumerate(events) for c in e["cells"] if re.search(r"^kept\d* = fin", c["code"], re.M))
+    assert final == len(events) - 1 or "robot.finish(" in "".join(c["code"] for c in events[final + 1]["cells"])
+    moved = "".join(c["output"] for c in events[final - 1]["cells"])
+    assert "moved: True" in moved and "max_observed_force_n=0" in moved, moved
+    cell = "".join(c["code"] for c in events[final]["cells"])
+    assert '"robot0_eye_in_hand"' in cell and "agentview" not in cell  # the new look is the wrist camera's
+    earlier = "".join(c["code"] for c in events[final - 2]["cells"])
+    assert '"robot0_eye_in_hand"' in earlier  # ... and so was the kept one's
 
 
 def test_the_head_camera_tells_the_bottle_from_the_rack_it_leans_on(tmp_path: Path) -> None:

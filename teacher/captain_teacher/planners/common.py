@@ -51,11 +51,19 @@ def spot_target(var: str, spot_m: np.ndarray) -> Target:
 def wrist_camera(ctx: TeacherContext) -> CameraModel | None:
     """The wrist camera at the current tool pose (from the snapshot and the orientation
     the teacher last commanded)."""
-    if ctx.T_tcp_wrist is None or ctx.tcp_quaternion is None or WRIST not in ctx.cameras:
+    if ctx.tcp_quaternion is None:
+        return None
+    return wrist_camera_at(ctx, ctx.scene.ee_m, ctx.tcp_quaternion)
+
+
+def wrist_camera_at(ctx: TeacherContext, position_m: np.ndarray, quaternion: np.ndarray) -> CameraModel | None:
+    """The wrist camera with the tool at ``position_m`` (base frame, m) and ``quaternion``
+    ([w, x, y, z]); None while its mount or intrinsics are not known."""
+    if ctx.T_tcp_wrist is None or WRIST not in ctx.cameras:
         return None
     from captain_teacher.context import pose
 
-    T_base_tcp = pose(ctx.scene.ee_m, ctx.tcp_quaternion)
+    T_base_tcp = pose(np.asarray(position_m, dtype=float), np.asarray(quaternion, dtype=float))
     return CameraModel(WRIST, ctx.cameras[WRIST].K, T_base_tcp @ ctx.T_tcp_wrist)
 
 

@@ -28,6 +28,7 @@ from captain_teacher.planners.common import (
     target,
     view_pose_above,
     wrist_camera,
+    wrist_camera_at,
 )
 from captain_teacher.planners.destinations import Destination
 
@@ -182,7 +183,7 @@ TALL_OBJECT_M = 0.08
 RIM_RING_FRACTIONS = (0.92, 0.85)
 
 
-def behind_views(ctx: TeacherContext, obj: str, other: str) -> list[np.ndarray] | None:
+def behind_views(ctx: TeacherContext, obj: str, other: str, above: bool = True) -> list[np.ndarray] | None:
     """Tool positions (base frame, m) from which the wrist camera sees the tall ``obj`` on
     or against the object ``other`` from behind, toward the robot's base
     (``BEHIND_VIEWS_M``), then the usual ones above ``other``; None when ``obj`` is not
@@ -193,7 +194,7 @@ def behind_views(ctx: TeacherContext, obj: str, other: str) -> list[np.ndarray] 
     reach = float(max(box.half_m[:2])) + float(max(dbox.half_m[:2]))
     if float(np.linalg.norm(box.center_m[:2] - dbox.center_m[:2])) > reach:
         return None
-    return _around(ctx, other, BEHIND_VIEWS_M, toward_base=True) + above_views(ctx, other)
+    return _around(ctx, other, BEHIND_VIEWS_M, toward_base=True) + (above_views(ctx, other) if above else [])
 
 
 def beyond_views(ctx: TeacherContext, other: str) -> list[np.ndarray]:
@@ -236,6 +237,33 @@ def rim_target(ctx: TeacherContext, t: Target) -> Target:
     return replace(t, points=ring, ignore=())
 
 
+#: How far inside the image's edges (share of its size) an object seen whole lies.
+WHOLE_IN_VIEW_MARGIN = 0.02
+
+
+def sighted(ctx: TeacherContext, views: Sequence[np.ndarray], jaw_rad: float, dest_t: Target,
+            obj_t: Target) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """``views`` (tool positions, base frame, m; top-down, the jaws turned ``jaw_rad``) split
+    into those from which the wrist camera would see both clicks of ``behind_group`` and
+    both objects whole (inside the image), and the others, each in their order: the first
+    reachable view is the one used; seen past a tall object's box from some of them the
+    plate's rim is all hidden, and from others the object is cut by the image's edge (its
+    measured centre then lies toward the image)."""
+    half = 0.5 * (math.pi / 2 + jaw_rad)
+    q = np.array([0.0, math.cos(half), math.sin(half), 0.0])
+    rim = rim_target(ctx, dest_t)
+    seen, unseen = [], []
+    for view in views:
+        camera = wrist_camera_at(ctx, view, q)
+        ok = camera is not None and all(
+            camera.in_view(u, v, WHOLE_IN_VIEW_MARGIN)
+            for name in (dest_t.name, obj_t.name) for u, v in camera.project(ctx.scene.box(name).corners())[0])
+        ok = ok and ctx.scene.click(rim.name, camera, rim.points, ignore=rim.ignore) is not None \
+            and ctx.scene.click(obj_t.name, camera, ctx.scene.click_candidates(obj_t.name, camera)) is not None
+        (seen if ok else unseen).append(view)
+    return seen, unseen
+
+
 def behind_group(ctx: TeacherContext, dest_t: Target, obj_t: Target) -> list[Target]:
     """A relation's clicks from a view of ``behind_views``, with the hand already there: the
     destination on its rim (``rim_target``), the object on its wall facing the wrist camera
@@ -258,13 +286,15 @@ def twin_view_shift(ctx: TeacherContext) -> np.ndarray | None:
 
 
 def move_to_view(ctx: TeacherContext, name: str, why: str = "", views: Sequence[np.ndarray] | None = None,
-                 how: str = "", turned: Sequence[np.ndarray] | None = None) -> Plan:
+                 how: str = "", turned: Sequence[np.ndarray] | None = None, turned_first: bool = False) -> Plan:
     """Move the hand above an object so the wrist camera looks down on it (a few
     viewpoints, the first reachable one). ``why``: the reasoning's first sentence (default:
     the head camera does not see it cleanly); ``views``: the tool positions to try, base
     frame, m (default: above the object's box); ``how``: what the views are, in the
     reasoning (default: above it, looking down); ``turned``: tool positions to try with the
-    jaws turned 180 deg instead of the views' turned twins (``beyond_views``).
+    jaws turned 180 deg instead of the views' turned twins (``beyond_views``), after the
+    views, or before them with ``turned_first`` (only from those does the wrist camera see
+    what it is to measure: ``sighted_first``).
 
     Only where every view is refused are they tried with the jaws turned 180 deg, the tool
     moved by ``twin_view_shift`` (``go``'s turned twin is the same grasp, not the same
@@ -280,9 +310,10 @@ def move_to_view(ctx: TeacherContext, name: str, why: str = "", views: Sequence[
     tries = [f"({vec(p)}, 0.0)" for p in views]
     note = ""
     if turned is not None:
-        tries += [f"({vec(p)}, math.pi)" for p in turned]
-        note = (f"# the last ones: with the jaws turned 180 deg, the wrist camera looks back toward the robot from "
-                f"beyond the {label_of(name)}\n")
+        twins = [f"({vec(p)}, math.pi)" for p in turned]
+        tries = twins + tries if turned_first else tries + twins
+        note = (f"# the {'first' if turned_first else 'last'} ones: with the jaws turned 180 deg, the wrist camera "
+                f"looks back toward the robot from beyond the {label_of(name)}\n")
     else:
         shift = twin_view_shift(ctx)
         if shift is not None:

@@ -26,7 +26,7 @@ from captain_harness.core.episode.gate import shuts
 from captain_teacher.clearance import movable
 from captain_teacher.context import HEAD, WRIST, Step, TeacherContext
 from captain_teacher.library import HELPERS_SOURCE
-from captain_teacher.objects import kind_of
+from captain_teacher.objects import kind_of, label_of
 from captain_teacher.planners import articulated
 from captain_teacher.planners.common import Plan, PlanError
 from captain_teacher.planners.destinations import Destination, basket_corners, destination_for, share_spread_m
@@ -44,10 +44,14 @@ from captain_teacher.planners.verify import (
     one_region_object,
     outside_object,
     verify_and_finish,
+    wrist_passed,
 )
 
 RELATIONS = ("on", "in")
 ARTICULATIONS = ("open", "close", "turnon", "turnoff")
+#: At most this many looks from the wrist camera at relations the head camera measured
+#: outside their checks, each at another object (the two mugs on their plates).
+MAX_RELOOKS = 2
 #: ``nosup_reason`` of a finish made against the teacher's own evidence.
 FINISH_AGAINST_EVIDENCE = "finish_against_evidence"
 
@@ -167,26 +171,40 @@ def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
     fixes = 0
     finishes = 0
     from_above = one_region = ""
+    kept: list[tuple[Relation, str]] = []
+    relooked: set[str] = set()  # objects measured again from the wrist camera
     while True:
-        fb = yield from verify_and_finish(ctx, relations, parts, held, from_above=from_above, one_region=one_region)
+        fb = yield from verify_and_finish(ctx, relations, parts, held, from_above=from_above, one_region=one_region,
+                                          kept=kept)
         within = measured_within(fb)
-        if (within is not True and not from_above and relations and fb is not None
+        if (within is not True and relations and fb is not None and len(relooked) < MAX_RELOOKS
                 and ctx.requests_left() >= 6 and ctx.actions_left() >= 4):
             # decided from what the cell printed, whatever the scene's truth: the head camera
             # saw an object and its destination as one region, or measured one outside its
             # check; the wrist camera, closer up (above it, or behind a tall object on a
             # plate), sees the object clear of what it stands on
-            if within is None and SAME_REGION in fb.text:
+            if within is None and SAME_REGION in fb.text and not from_above:
                 from_above = ("The head camera's image could not tell an object from its destination (one "
                               "region for both), so that look measured nothing.")
                 one_region = one_region_object(fb)
+                relooked.add(one_region)
                 continue
-            outside = outside_object(ctx, relations, fb) if within is False else ""
-            if outside and outside not in ctx.wrist_clicked:
+            # relations the wrist camera measured within tolerance stand while only the empty
+            # hand moves (TASK.md): the next look measures the others
+            passed = wrist_passed(ctx, relations, fb) if within is False else []
+            rest = [rel for rel in relations if rel not in {r for r, _ in passed}]
+            outside = outside_object(ctx, rest, fb) if within is False else ""
+            if outside and outside not in ctx.wrist_clicked and outside not in relooked:
+                kept = passed
                 from_above = ("The head camera's measurement puts an object outside its check; the wrist camera, "
                               "closer up, sees it and what it stands on better, so I'll measure it there before "
                               "deciding.")
+                if passed:
+                    said = " and ".join(f"the {label_of(r.obj)} against the {r.dest.label}" for r, _ in passed)
+                    from_above += (f" From the wrist camera {said} measured within tolerance; only the empty hand "
+                                   "moves now, touching nothing, so that measurement stands.")
                 one_region = outside
+                relooked.add(outside)
                 continue
         # still here: finish() was not called, or it was rejected
         if all_goals_met(ctx) or ctx.failure_done:  # an injected failure goes unnoticed
@@ -217,6 +235,7 @@ def plan_episode(ctx: TeacherContext, instruction: str) -> Plan:
         if fixes >= 2 or ctx.actions_left() < 12 or ctx.requests_left() < 6:
             return
         fixes += 1
+        kept = []  # the fix moves objects: nothing measured before it stands
         for t in subtasks:
             if not t.satisfied(ctx):
                 if t.kind == "place":  # a new release: what was measured before shutting no longer counts
