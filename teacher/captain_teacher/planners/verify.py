@@ -167,12 +167,11 @@ _FAILED_MEASURE_RE = re.compile(r"^Traceback.*?measure_object_geometry\((\w+), \
 RECHECK_WITHIN_M = 3.0 * XY_TOLERANCE_M
 
 
-def outside_object(ctx: TeacherContext, relations: Sequence[Relation], fb: Feedback | None,
-                   within_m: float = RECHECK_WITHIN_M) -> str:
+def outside_object(ctx: TeacherContext, relations: Sequence[Relation], fb: Feedback | None) -> str:
     """The session variable of the first relation to an object whose measurement in the
     verifying cell ``fb`` reports printed just outside its check (an offset over the
-    tolerance but within ``within_m``, or a False resting check within it); empty when none
-    did (only a region's check, or one plainly off, failed)."""
+    tolerance but within ``RECHECK_WITHIN_M``, or a False resting check within it); empty
+    when none did (only a region's check, or one plainly off, failed)."""
     if fb is None:
         return ""
     shut = ctx.shut_check
@@ -190,7 +189,7 @@ def outside_object(ctx: TeacherContext, relations: Sequence[Relation], fb: Feedb
                 except (ValueError, IndexError):
                     continue
                 # printed to 0.1 mm: 0.02 may be just over the tolerance the session checked
-                if (offset >= XY_TOLERANCE_M or words[-1] != "True") and offset <= within_m:
+                if (offset >= XY_TOLERANCE_M or words[-1] != "True") and offset <= RECHECK_WITHIN_M:
                     return ov
     return ""
 

@@ -42,11 +42,16 @@ def _gated(tmp_path: Path, standards: list, **world_options) -> tuple[ToyWorld, 
     return world, api, gate
 
 
-def measure(api: RobotAPI) -> dict:
+def mark(api: RobotAPI) -> tuple[str, str]:
+    """A fresh observation with the bowl and the plate marked in it: their detection ids."""
     h = api.call("observe").result["value"]["observation_handle"]
     b = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "bowl"}).result["value"]["detection_id"]
     p = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "plate"}).result["value"]["detection_id"]
-    return api.call("measure_object_geometry", (b, p)).result
+    return b, p
+
+
+def measure(api: RobotAPI) -> dict:
+    return api.call("measure_object_geometry", mark(api)).result
 
 
 def place(api: RobotAPI, world: ToyWorld, dx: float = 0.0) -> None:
@@ -98,9 +103,7 @@ def test_measurement_out_of_tolerance_is_rejected(setup) -> None:
 def test_measurement_before_the_last_action_or_with_stale_detections_does_not_count(setup) -> None:
     world, api, _gate = setup
     place(api, world)
-    h = api.call("observe").result["value"]["observation_handle"]
-    b = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "bowl"}).result["value"]["detection_id"]
-    p = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "plate"}).result["value"]["detection_id"]
+    b, p = mark(api)
     api.call("measure_object_geometry", (b, p))
     api.call("hold", (), {"duration_s": 0.5})  # a physical action after the measurement
     out = api.call("finish")
@@ -122,9 +125,7 @@ def test_a_move_of_the_empty_hand_that_touches_nothing_keeps_earlier_measurement
 def test_detections_made_before_a_move_that_touched_nothing_stay_fresh(setup) -> None:
     world, api, gate = setup
     place(api, world)
-    h = api.call("observe").result["value"]["observation_handle"]
-    b = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "bowl"}).result["value"]["detection_id"]
-    p = api.call("mark_point", (h, "agentview", 0.5, 0.5), {"label": "plate"}).result["value"]["detection_id"]
+    b, p = mark(api)
     api.call("move_to", ([0.2, 0.3, 0.45],))
     assert api.call("measure_object_geometry", (b, p)).result["success"]
     assert api.call("finish").result["value"]["accepted"] and gate.accepted_on_evidence
