@@ -294,7 +294,7 @@ def move_to_view(ctx: TeacherContext, name: str, why: str = "", views: Sequence[
     reasoning (default: above it, looking down); ``turned``: tool positions to try with the
     jaws turned 180 deg instead of the views' turned twins (``beyond_views``), after the
     views, or before them with ``turned_first`` (only from those does the wrist camera see
-    what it is to measure: ``sighted_first``).
+    what it is to measure: ``sighted``).
 
     Only where every view is refused are they tried with the jaws turned 180 deg, the tool
     moved by ``twin_view_shift`` (``go``'s turned twin is the same grasp, not the same
